@@ -1,0 +1,72 @@
+"""What the core asks the shell to do (DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+__all__ = ["Action", "Audit", "Peer", "Report", "Send"]
+
+
+class Peer(enum.Enum):
+    """A side of the proxy."""
+
+    CLIENT = "client"
+    AGENT = "agent"
+
+    @property
+    def other(self) -> Peer:
+        """The opposite side."""
+        return Peer.AGENT if self is Peer.CLIENT else Peer.CLIENT
+
+    @property
+    def direction(self) -> str:
+        """Direction label of traffic coming *from* this peer, as in the audit log."""
+        return "client->agent" if self is Peer.CLIENT else "agent->client"
+
+
+@attrs.frozen(slots=True)
+class Send:
+    """Write one message to ``to``.
+
+    Attributes:
+        to: the receiving peer.
+        data: the message bytes, without a line ending (the transport frames it).
+    """
+
+    to: Peer
+    data: bytes
+
+
+@attrs.frozen(slots=True)
+class Audit:
+    """One audit-log record (DESIGN.md section 3, "Audit log").
+
+    Attributes:
+        event: ``child_announced``, ``mutation_rejected``, ``held``, ...
+        direction: ``"client->agent"`` or ``"agent->client"`` (or ``None``).
+        fields: the other keys (``sessionId``, ``parentSessionId``, ``method``,
+            ``id``, ``reason``, ...); ``None`` values are omitted on output.
+    """
+
+    event: str
+    direction: str | None
+    fields: dict[str, Any]
+
+
+@attrs.frozen(slots=True)
+class Report:
+    """A human-readable line for the proxy's own log (stderr).
+
+    Attributes:
+        level: ``"warning"``, ``"info"`` or ``"error"``.
+        text: one line.
+    """
+
+    level: str
+    text: str
+
+
+Action = Send | Audit | Report
