@@ -1,0 +1,198 @@
+"""Command line (DESIGN.md section 3, "Command line").
+
+::
+
+    acp-proxy [--config FILE] [--audit-log FILE] [--log-level LEVEL] -- AGENT_CMD [ARGS...]
+    acp-proxy --listen ws://HOST:PORT/PATH [...] -- AGENT_CMD [ARGS...]
+    acp-proxy --connect ws://HOST:PORT/PATH [...]
+    acp-proxy --chain [...]
+    acp-proxy demo
+    acp-proxy check-config FILE
+
+Exit status: the agent's; 2 for a usage or configuration error; 1 for an
+internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+from acp_proxy import __version__
+from acp_proxy.config import Config, ConfigError
+
+__all__ = ["main"]
+
+log = logging.getLogger("acp_proxy")
+
+USAGE = """\
+acp-proxy [options] -- AGENT_CMD [ARGS...]        stdio client <-> agent subprocess
+acp-proxy --listen ws://HOST:PORT/PATH [options] -- AGENT_CMD [ARGS...]
+acp-proxy --connect ws://HOST:PORT/PATH [options] stdio client <-> remote agent
+acp-proxy --chain [options]                       proxy component under an ACP conductor
+acp-proxy demo                                    scripted session through the proxy
+acp-proxy check-config FILE                       validate a config file, print it"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="acp-proxy",
+        usage=USAGE,
+        description="Transparent ACP proxy: subagent registry, capability enforcement, "
+        "hold buffer, duplicate state report removal.",
+    )
+    p.add_argument("--version", action="version", version=f"acp-proxy {__version__}")
+    p.add_argument("--config", metavar="FILE", help="TOML configuration file")
+    p.add_argument("--audit-log", metavar="FILE", help="JSON-lines audit log (overrides [audit] path)")
+    p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="the proxy's own log level (stderr)",
+    )
+    p.add_argument("--log-file", metavar="FILE", help="write the proxy's own log here, not stderr")
+    p.add_argument("--max-message-bytes", type=int, metavar="N", help="overrides [limits]")
+    p.add_argument("--listen", metavar="URL", help="serve ACP over WebSocket at ws://HOST:PORT/PATH")
+    p.add_argument("--connect", metavar="URL", help="the agent is a remote ACP WebSocket endpoint")
+    p.add_argument("--token-file", metavar="FILE", help="bearer token file for --listen/--connect")
+    p.add_argument("--max-connections", type=int, metavar="N", help="--listen: concurrent connections")
+    p.add_argument("--chain", action="store_true", help="run as a proxy component under a conductor")
+    return p
+
+
+def _setup_logging(level: str, log_file: str | None) -> None:
+    handler: logging.Handler
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
+    root = logging.getLogger("acp_proxy")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def effective_config(args: argparse.Namespace) -> Config:
+    """The config file (if any) with command-line overrides applied.
+
+    Raises:
+        ConfigError: the file or an override is invalid.
+    """
+    if args.config:
+        from acp_proxy.config import load_config
+
+        cfg = load_config(args.config)
+    else:
+        cfg = Config()
+    try:
+        if args.audit_log is not None:
+            cfg = attrs.evolve(cfg, audit=attrs.evolve(cfg.audit, path=args.audit_log))
+        if args.max_message_bytes is not None:
+            cfg = attrs.evolve(
+                cfg, limits=attrs.evolve(cfg.limits, max_message_bytes=args.max_message_bytes)
+            )
+        if args.token_file is not None:
+            cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, token_file=args.token_file))
+        if args.max_connections is not None:
+            cfg = attrs.evolve(
+                cfg, listen=attrs.evolve(cfg.listen, max_connections=args.max_connections)
+            )
+    except ValueError as exc:
+        raise ConfigError("command line", str(exc)) from exc
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``acp-proxy``; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" in argv:
+        cut = argv.index("--")
+        opts, agent_cmd = argv[:cut], argv[cut + 1 :]
+    else:
+        opts, agent_cmd = argv, []
+    if opts and opts[0] == "demo":
+        from acp_proxy.demo import run_demo
+
+        return run_demo(opts[1:])
+    if opts and opts[0] == "check-config":
+        return _check_config(opts[1:])
+    parser = _parser()
+    try:
+        args = parser.parse_args(opts)
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 2
+    _setup_logging(args.log_level, args.log_file)
+    try:
+        cfg = effective_config(args)
+    except ConfigError as exc:
+        print(f"acp-proxy: config error: {exc}", file=sys.stderr)
+        return 2
+    modes = sum(bool(x) for x in (args.listen, args.connect, args.chain))
+    if modes > 1:
+        print("acp-proxy: choose one of --listen, --connect, --chain", file=sys.stderr)
+        return 2
+    if (args.connect or args.chain) and agent_cmd:
+        print("acp-proxy: --connect/--chain take no agent command", file=sys.stderr)
+        return 2
+    if not (args.connect or args.chain) and not agent_cmd:
+        print("acp-proxy: no agent command (usage: acp-proxy [options] -- AGENT_CMD ...)",
+              file=sys.stderr)
+        return 2
+    audit = None
+    if cfg.audit.path:
+        from acp_proxy.audit import AuditLog
+
+        try:
+            audit = AuditLog.open(cfg.audit.path)
+        except OSError as exc:
+            print(f"acp-proxy: cannot open audit log {cfg.audit.path!r}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        return _run(args, cfg, agent_cmd, audit)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        log.exception("internal error")
+        return 1
+    finally:
+        if audit is not None:
+            audit.close()
+
+
+def _run(args: argparse.Namespace, cfg: Config, agent_cmd: list[str], audit: object) -> int:
+    from acp_proxy.relay import AuditSink
+
+    sink: AuditSink | None = audit  # type: ignore[assignment]
+    if args.listen:
+        from acp_proxy.ws_app import run_listen
+
+        return trio.run(run_listen, cfg, args.listen, agent_cmd, sink)
+    if args.connect:
+        from acp_proxy.ws_app import run_connect
+
+        return trio.run(run_connect, cfg, args.connect, sink)
+    if args.chain:
+        from acp_proxy.chain import run_chain
+
+        return trio.run(run_chain, cfg, sink)
+    from acp_proxy.app import run_stdio_process
+
+    return trio.run(run_stdio_process, cfg, agent_cmd, sink)
+
+
+def _check_config(rest: list[str]) -> int:
+    if len(rest) != 1:
+        print("usage: acp-proxy check-config FILE", file=sys.stderr)
+        return 2
+    from acp_proxy import config as config_mod
+
+    try:
+        cfg = config_mod.load_config(rest[0])  # type: ignore[attr-defined]
+    except ConfigError as exc:
+        print(f"acp-proxy: config error: {exc}", file=sys.stderr)
+        return 2
+    print(config_mod.dump_config(cfg), end="")  # type: ignore[attr-defined]
+    return 0

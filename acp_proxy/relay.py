@@ -1,0 +1,249 @@
+"""The relay: one nursery moving frames between two transports through a ProxyCore.
+
+DESIGN.md section 1 (``relay.py``): a reader per peer, a writer per peer, a
+timer. Readers hand frames to the synchronous core and queue the resulting
+sends on bounded memory channels; writers drain them in batches. A full
+channel blocks the reader that feeds it, so a slow client slows the agent's
+reads and memory stays bounded (backpressure).
+
+Shutdown: when the client's stream ends, the core answers the agent's
+pending requests, the agent's input is closed and ``stop_agent`` runs (grace
+period, then terminate). When the agent's stream ends, ``wait_agent`` gives
+its exit status, the core answers the client's pending requests with an
+error naming it, those answers are flushed, and :meth:`Relay.run` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import attrs
+import trio
+
+from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
+from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.framing import Oversize, Partial
+from acp_proxy.transport.base import Closed, FrameTransport
+
+__all__ = ["AuditSink", "Relay", "RelayResult"]
+
+log = logging.getLogger("acp_proxy.relay")
+
+_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+_MAX_COALESCE = 256  # batches merged into one write
+
+
+class AuditSink(Protocol):
+    """Where :class:`~acp_proxy.core.actions.Audit` records go."""
+
+    def write(self, record: Audit) -> None:
+        """Records one audit event (must not block for long)."""
+
+
+@attrs.frozen
+class RelayResult:
+    """How a relay ended.
+
+    Attributes:
+        agent_status: the agent's exit status, or ``None`` when unknown
+            (e.g. a remote agent whose connection closed).
+        client_closed_first: True when the client's stream ended before the agent's.
+    """
+
+    agent_status: int | None
+    client_closed_first: bool
+
+
+class Relay:
+    """Moves frames between ``client`` and ``agent`` through ``core``.
+
+    Args:
+        core: the sans-IO engine for this connection.
+        client: the client-side transport.
+        agent: the agent-side transport.
+        audit: audit sink, or ``None``.
+        wait_agent: awaited after the agent's stream ends; returns its exit
+            status (``None`` if unknown).
+        stop_agent: awaited after the agent's input is closed because the
+            client went away (grace period, terminate).
+        channel_batches: capacity of each outgoing memory channel, in batches.
+    """
+
+    def __init__(
+        self,
+        core: ProxyCore,
+        client: FrameTransport,
+        agent: FrameTransport,
+        *,
+        audit: AuditSink | None = None,
+        wait_agent: Callable[[], Awaitable[int | None]] | None = None,
+        stop_agent: Callable[[], Awaitable[object]] | None = None,
+        channel_batches: int = 64,
+    ) -> None:
+        self.core = core
+        self.transports = {Peer.CLIENT: client, Peer.AGENT: agent}
+        self.audit = audit
+        self._wait_agent = wait_agent
+        self._stop_agent = stop_agent
+        self._channels = {
+            peer: trio.open_memory_channel[list[bytes] | None](channel_batches) for peer in Peer
+        }
+        self._client_gone = False
+        self._client_closed_first = False
+        self._timer_scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+        self._client_flushed = trio.Event()
+
+    async def run(self) -> RelayResult:
+        """Relays until the agent's stream has ended and the client has been told.
+
+        Returns:
+            The :class:`RelayResult`.
+        """
+        status: int | None = None
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for peer in Peer:
+                nursery.start_soon(self._writer, peer)
+            nursery.start_soon(self._timer)
+            nursery.start_soon(self._read_client)
+            status = await self._read_agent()
+            # Client told; let the client writer flush, then stop everything else.
+            await self._channels[Peer.CLIENT][0].send(None)
+            with trio.move_on_after(30):
+                await self._client_flushed.wait()
+            nursery.cancel_scope.cancel()
+        return RelayResult(status, self._client_closed_first)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _now(self) -> float:
+        return trio.current_time()
+
+    async def _apply(self, actions: list[Action]) -> None:
+        """Carries out core actions in order; Sends are grouped per peer."""
+        batch: dict[Peer, list[bytes]] = {}
+        for a in actions:
+            if type(a) is Send:
+                batch.setdefault(a.to, []).append(a.data)
+            elif type(a) is Audit:
+                if self.audit is not None:
+                    self.audit.write(a)
+            elif type(a) is Report:
+                log.log(_LEVELS.get(a.level, logging.WARNING), "%s", a.text)
+        for peer, frames in batch.items():
+            await self._channels[peer][0].send(frames)
+        self._retime()
+
+    def _retime(self) -> None:
+        scope = self._timer_scope
+        if scope is None:
+            return
+        deadline = self.core.get_timer()
+        if deadline is not None and deadline < scope.deadline:
+            scope.deadline = deadline
+
+    async def _timer(self) -> None:
+        while True:
+            deadline = self.core.get_timer()
+            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
+                self._timer_scope = scope
+                await trio.sleep_forever()
+            self._timer_scope = None
+            await self._apply(self.core.handle_timer(self._now()))
+
+    async def _writer(self, peer: Peer) -> None:
+        rx = self._channels[peer][1]
+        transport = self.transports[peer]
+        broken = False
+        done = False
+        while not done:
+            frames = await rx.receive()
+            if frames is None:
+                break
+            # Coalesce whatever else is already queued into one write.
+            for _ in range(_MAX_COALESCE):
+                try:
+                    more = rx.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                if more is None:
+                    done = True
+                    break
+                frames.extend(more)
+            if broken:
+                continue
+            try:
+                await transport.send_batch(frames)
+            except Closed as exc:
+                broken = True
+                log.info("%s", exc)
+                if peer is Peer.CLIENT:
+                    await self._on_client_gone("client stopped reading (stdout closed)")
+        if peer is Peer.AGENT:
+            await transport.close_write()
+            if self._stop_agent is not None and self._nursery is not None:
+                self._nursery.start_soon(self._stop_agent)
+        else:
+            self._client_flushed.set()
+        # Keep draining, so that no reader ever blocks on a closed peer.
+        while True:
+            await rx.receive()
+
+    # ------------------------------------------------------------- readers
+
+    async def _read_client(self) -> None:
+        transport = self.transports[Peer.CLIENT]
+        while True:
+            try:
+                batch = await transport.receive_batch()
+            except Closed as exc:
+                log.info("%s", exc)
+                batch = None
+            if batch is None:
+                break
+            await self._feed(Peer.CLIENT, batch)
+        await self._on_client_gone("client closed its stream")
+
+    async def _on_client_gone(self, detail: str) -> None:
+        if self._client_gone:
+            return
+        self._client_gone = True
+        self._client_closed_first = True
+        actions = self.core.peer_closed(Peer.CLIENT, self._now(), detail)
+        await self._apply(actions)
+        await self._channels[Peer.AGENT][0].send(None)
+
+    async def _read_agent(self) -> int | None:
+        transport = self.transports[Peer.AGENT]
+        while True:
+            try:
+                batch = await transport.receive_batch()
+            except Closed as exc:
+                log.info("%s", exc)
+                batch = None
+            if batch is None:
+                break
+            await self._feed(Peer.AGENT, batch)
+        status: int | None = None
+        if self._wait_agent is not None:
+            status = await self._wait_agent()
+        detail = "agent closed the connection" if status is None else f"agent exited with status {status}"
+        await self._apply(self.core.peer_closed(Peer.AGENT, self._now(), detail))
+        return status
+
+    async def _feed(self, source: Peer, batch: list[bytes | Oversize | Partial]) -> None:
+        core = self.core
+        now = self._now()
+        actions: list[Action] = []
+        for item in batch:
+            if type(item) is bytes:
+                actions.extend(core.receive(source, item, now))
+            elif isinstance(item, Oversize):
+                actions.extend(core.oversize(source, item.size_bytes, item.complete, now))
+            elif isinstance(item, Partial):
+                actions.extend(core.partial(source, item.size_bytes, now))
+        await self._apply(actions)

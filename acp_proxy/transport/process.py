@@ -1,0 +1,92 @@
+"""The agent subprocess (DESIGN.md section 3, "Command line").
+
+The agent's stdin/stdout carry ACP frames; its stderr is inherited, so it
+reaches the proxy's stderr byte for byte and can never stall the relay.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Sequence
+
+import trio
+
+from acp_proxy.transport.ndjson import NdjsonTransport
+
+__all__ = ["AgentProcess", "exit_status"]
+
+
+def exit_status(returncode: int) -> int:
+    """Maps a ``Popen.returncode`` to a shell exit status (signal N -> 128+N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class AgentProcess:
+    """A running agent and its frame transport.
+
+    Use :meth:`start`; then :attr:`transport` for frames, :meth:`wait` for
+    its exit, :meth:`stop` to end it gracefully.
+
+    Attributes:
+        process: the ``trio.Process``.
+        transport: frames over the agent's stdout (read) and stdin (write).
+    """
+
+    def __init__(self, process: trio.Process, max_message_bytes: int) -> None:
+        self.process = process
+        assert process.stdout is not None and process.stdin is not None
+        self.transport = NdjsonTransport(
+            process.stdout, process.stdin, max_message_bytes, name="agent"
+        )
+
+    @classmethod
+    async def start(
+        cls, command: Sequence[str], max_message_bytes: int, env: dict[str, str] | None = None
+    ) -> AgentProcess:
+        """Starts ``command`` with piped stdin/stdout and inherited stderr.
+
+        Raises:
+            OSError: the command cannot be executed (not found, not executable).
+        """
+        proc = await trio.lowlevel.open_process(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env=env,
+        )
+        return cls(proc, max_message_bytes)
+
+    @property
+    def returncode(self) -> int | None:
+        """The agent's exit status once it has exited (see :func:`exit_status`)."""
+        rc = self.process.returncode
+        return None if rc is None else exit_status(rc)
+
+    async def wait(self) -> int:
+        """Waits for the agent to exit; returns its shell exit status."""
+        return exit_status(await self.process.wait())
+
+    def send_signal(self, sig: int) -> None:
+        """Passes a signal on to the agent (ignored once it has exited)."""
+        if self.process.returncode is None:
+            try:
+                self.process.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+    async def stop(self, grace_seconds: float, kill_after_seconds: float) -> int:
+        """Closes the agent's stdin, waits ``grace_seconds``, then SIGTERM, then SIGKILL.
+
+        Returns:
+            The agent's shell exit status.
+        """
+        await self.transport.close_write()
+        with trio.move_on_after(grace_seconds):
+            return await self.wait()
+        self.send_signal(signal.SIGTERM)
+        with trio.move_on_after(kill_after_seconds):
+            return await self.wait()
+        self.process.kill()
+        return await self.wait()
