@@ -48,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"acp-proxy {__version__}")
     p.add_argument("--config", metavar="FILE", help="TOML configuration file")
-    p.add_argument("--audit-log", metavar="FILE", help="JSON-lines audit log (overrides [audit] path)")
+    p.add_argument(
+        "--audit-log", metavar="FILE", help="JSON-lines audit log (overrides [audit] path)"
+    )
     p.add_argument(
         "--log-level",
         default="warning",
@@ -57,11 +59,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-file", metavar="FILE", help="write the proxy's own log here, not stderr")
     p.add_argument("--max-message-bytes", type=int, metavar="N", help="overrides [limits]")
-    p.add_argument("--listen", metavar="URL", help="serve ACP over WebSocket at ws://HOST:PORT/PATH")
+    p.add_argument(
+        "--listen", metavar="URL", help="serve ACP over WebSocket at ws://HOST:PORT/PATH"
+    )
     p.add_argument("--connect", metavar="URL", help="the agent is a remote ACP WebSocket endpoint")
     p.add_argument("--token-file", metavar="FILE", help="bearer token file for --listen/--connect")
-    p.add_argument("--max-connections", type=int, metavar="N", help="--listen: concurrent connections")
-    p.add_argument("--chain", action="store_true", help="run as a proxy component under a conductor")
+    p.add_argument(
+        "--max-connections", type=int, metavar="N", help="--listen: concurrent connections"
+    )
+    p.add_argument(
+        "--chain", action="store_true", help="run as a proxy component under a conductor"
+    )
     return p
 
 
@@ -116,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts and opts[0] == "demo":
         from acp_proxy.demo import run_demo
 
-        return run_demo(opts[1:])
+        demo_status: int = run_demo(opts[1:])
+        return demo_status
     if opts and opts[0] == "check-config":
         return _check_config(opts[1:])
     parser = _parser()
@@ -138,8 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("acp-proxy: --connect/--chain take no agent command", file=sys.stderr)
         return 2
     if not (args.connect or args.chain) and not agent_cmd:
-        print("acp-proxy: no agent command (usage: acp-proxy [options] -- AGENT_CMD ...)",
-              file=sys.stderr)
+        print(
+            "acp-proxy: no agent command (usage: acp-proxy [options] -- AGENT_CMD ...)",
+            file=sys.stderr,
+        )
         return 2
     audit = None
     if cfg.audit.path:
@@ -169,18 +180,22 @@ def _run(args: argparse.Namespace, cfg: Config, agent_cmd: list[str], audit: obj
     if args.listen:
         from acp_proxy.ws_app import run_listen
 
-        return trio.run(run_listen, cfg, args.listen, agent_cmd, sink)
+        status: int = trio.run(run_listen, cfg, args.listen, agent_cmd, sink)
+        return status
     if args.connect:
         from acp_proxy.ws_app import run_connect
 
-        return trio.run(run_connect, cfg, args.connect, sink)
+        status = trio.run(run_connect, cfg, args.connect, sink)
+        return status
     if args.chain:
         from acp_proxy.chain import run_chain
 
-        return trio.run(run_chain, cfg, sink)
+        status = trio.run(run_chain, cfg, sink)
+        return status
     from acp_proxy.app import run_stdio_process
 
-    return trio.run(run_stdio_process, cfg, agent_cmd, sink)
+    status = trio.run(run_stdio_process, cfg, agent_cmd, sink)
+    return status
 
 
 def _check_config(rest: list[str]) -> int:
@@ -190,9 +205,9 @@ def _check_config(rest: list[str]) -> int:
     from acp_proxy import config as config_mod
 
     try:
-        cfg = config_mod.load_config(rest[0])  # type: ignore[attr-defined]
+        cfg = config_mod.load_config(rest[0])
     except ConfigError as exc:
         print(f"acp-proxy: config error: {exc}", file=sys.stderr)
         return 2
-    print(config_mod.dump_config(cfg), end="")  # type: ignore[attr-defined]
+    print(config_mod.dump_config(cfg), end="")
     return 0

@@ -231,7 +231,11 @@ class Relay:
         status: int | None = None
         if self._wait_agent is not None:
             status = await self._wait_agent()
-        detail = "agent closed the connection" if status is None else f"agent exited with status {status}"
+        detail = (
+            "agent closed the connection"
+            if status is None
+            else f"agent exited with status {status}"
+        )
         await self._apply(self.core.peer_closed(Peer.AGENT, self._now(), detail))
         return status
 

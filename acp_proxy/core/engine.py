@@ -294,7 +294,7 @@ class ProxyCore:
     def _ambiguous(self, source: Peer, m: Message, out: list[Action]) -> None:
         reason = "duplicate keys in decision fields (method, id, params, sessionId, update)"
         body = m.body if isinstance(m.body, dict) else {}
-        dups = getattr(body, "dups", set())
+        dups: set[str] = getattr(body, "dups", set())
         if m.kind is Kind.REQUEST:
             rid = None if "id" in dups else m.id
             self._audit(out, "invalid_message", source, id=rid, method=m.method, reason=reason)

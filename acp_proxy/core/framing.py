@@ -64,6 +64,7 @@ class LineFramer:
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf already known to hold no newline
         self._skipping = 0  # >0: inside an oversize message, bytes skipped so far
+        self._skipped_cr = False  # the last byte skipped was \r (maybe part of \r\n)
         self._bom_checked = False
 
     @property
@@ -71,7 +72,7 @@ class LineFramer:
         """Bytes held for an incomplete frame (at most ``max_message_bytes + 1``)."""
         return len(self._buf)
 
-    def feed(self, data: bytes) -> Iterator[bytes | Oversize]:
+    def feed(self, data: bytes | bytearray) -> Iterator[bytes | Oversize]:
         """Adds ``data`` and yields every frame it completes, in order.
 
         Frames are ``bytes`` without the line ending (``\\n`` or ``\\r\\n``).
@@ -102,6 +103,10 @@ class LineFramer:
             self._scanned = 0
             if self._skipping:
                 total = self._skipping + (nl - start)
+                # A \r before the \n is line ending, not message (it may lie in an
+                # earlier chunk), as for a complete oversize line below.
+                if (buf[nl - 1] == 0x0D) if nl > start else self._skipped_cr:
+                    total -= 1
                 self._skipping = 0
                 start = nl + 1
                 yield Oversize(total, True)
@@ -120,11 +125,14 @@ class LineFramer:
         # Whatever is left has no newline.
         if self._skipping:
             self._skipping += len(buf)
+            if buf:
+                self._skipped_cr = buf[-1] == 0x0D
             buf.clear()
             self._scanned = 0
         elif len(buf) > limit + 1:
             # +1 leaves room for a trailing \r of a message of exactly `limit` bytes.
             self._skipping = len(buf)
+            self._skipped_cr = buf[-1] == 0x0D
             buf.clear()
             self._scanned = 0
         else:
