@@ -53,7 +53,7 @@ class AuditLog:
         Raises:
             OSError: the file cannot be opened.
         """
-        return cls(open(path, "a", encoding="utf-8", buffering=1), context)  # noqa: SIM115
+        return cls(open(path, "a", encoding="utf-8", buffering=1), context)
 
     def write(self, record: Audit) -> None:
         """Writes one record; an I/O error disables the log instead of raising."""

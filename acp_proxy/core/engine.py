@@ -633,7 +633,7 @@ class ProxyCore:
                 Peer.AGENT,
                 sessionId=cid,
                 parentSessionId=parent,
-                reason="names the parent itself, an ancestor, or a session known as an ordinary session",
+                reason="names the parent itself, an ancestor, or a known ordinary session",
             )
             self._forward(out, Peer.CLIENT, data)
             return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import trio
 
 from acp_proxy.core.framing import LineFramer
@@ -66,15 +68,11 @@ class NdjsonTransport(FrameTransport):
 
     async def close_write(self) -> None:
         if self._tx is not None:
-            try:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self._tx.aclose()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass
 
     async def aclose(self) -> None:
         await self.close_write()
         if self._rx is not None:
-            try:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self._rx.aclose()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass

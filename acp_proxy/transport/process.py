@@ -6,6 +6,7 @@ reaches the proxy's stderr byte for byte and can never stall the relay.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from collections.abc import Sequence
@@ -35,7 +36,8 @@ class AgentProcess:
 
     def __init__(self, process: trio.Process, max_message_bytes: int) -> None:
         self.process = process
-        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout is not None
+        assert process.stdin is not None
         self.transport = NdjsonTransport(
             process.stdout, process.stdin, max_message_bytes, name="agent"
         )
@@ -71,10 +73,8 @@ class AgentProcess:
     def send_signal(self, sig: int) -> None:
         """Passes a signal on to the agent (ignored once it has exited)."""
         if self.process.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(sig)
-            except ProcessLookupError:
-                pass
 
     async def stop(self, grace_seconds: float, kill_after_seconds: float) -> int:
         """Closes the agent's stdin, waits ``grace_seconds``, then SIGTERM, then SIGKILL.
