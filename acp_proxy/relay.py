@@ -70,6 +70,8 @@ class Relay:
         stop_agent: awaited after the agent's input is closed because the
             client went away (grace period, terminate).
         channel_batches: capacity of each outgoing memory channel, in batches.
+        flush_timeout_seconds: after the agent is gone, how long the final
+            messages to the client may take to write.
     """
 
     def __init__(
@@ -82,7 +84,9 @@ class Relay:
         wait_agent: Callable[[], Awaitable[int | None]] | None = None,
         stop_agent: Callable[[], Awaitable[object]] | None = None,
         channel_batches: int = 64,
+        flush_timeout_seconds: float = 10.0,
     ) -> None:
+        self.flush_timeout_seconds = flush_timeout_seconds
         self.core = core
         self.transports = {Peer.CLIENT: client, Peer.AGENT: agent}
         self.audit = audit
@@ -111,9 +115,10 @@ class Relay:
             nursery.start_soon(self._timer)
             nursery.start_soon(self._read_client)
             status = await self._read_agent()
-            # Client told; let the client writer flush, then stop everything else.
-            await self._channels[Peer.CLIENT][0].send(None)
-            with trio.move_on_after(30):
+            # Client told; let the client writer flush (bounded: a client that
+            # stopped reading must not keep the proxy alive), then stop the rest.
+            with trio.move_on_after(self.flush_timeout_seconds):
+                await self._channels[Peer.CLIENT][0].send(None)
                 await self._client_flushed.wait()
             nursery.cancel_scope.cancel()
         return RelayResult(status, self._client_closed_first)
