@@ -3,8 +3,9 @@
 DESIGN.md section 1 (``relay.py``): a reader per peer, a writer per peer, a
 timer. Readers hand frames to the synchronous core and queue the resulting
 sends on bounded memory channels; writers drain them in batches. A full
-channel blocks the reader that feeds it, so a slow client slows the agent's
-reads and memory stays bounded (backpressure).
+channel, or more than ``max_queued_bytes`` queued toward a peer, blocks the
+reader that feeds it, so a slow client slows the agent's reads and memory
+stays bounded in bytes, not only in batches (backpressure).
 
 Shutdown: when the client's stream ends, the core answers the agent's
 pending requests, the agent's input is closed and ``stop_agent`` runs (grace
@@ -34,6 +35,31 @@ log = logging.getLogger("acp_proxy.relay")
 
 _LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 _MAX_COALESCE = 256  # batches merged into one write
+DEFAULT_MAX_QUEUED_BYTES = 8 * 1024 * 1024
+
+
+class _ByteBudget:
+    """Bytes queued toward one peer and not yet written.
+
+    :meth:`acquire` waits while adding ``n`` would exceed ``max_bytes``; a
+    batch larger than ``max_bytes`` is admitted alone (when nothing else is
+    queued), so one big message can always pass.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.queued_bytes = 0
+        self._lot = trio.lowlevel.ParkingLot()
+
+    async def acquire(self, n: int) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while self.queued_bytes and self.queued_bytes + n > self.max_bytes:
+            await self._lot.park()
+        self.queued_bytes += n
+
+    def release(self, n: int) -> None:
+        self.queued_bytes -= n
+        self._lot.unpark_all()
 
 
 class AuditSink(Protocol):
@@ -70,6 +96,8 @@ class Relay:
         stop_agent: awaited after the agent's input is closed because the
             client went away (grace period, terminate).
         channel_batches: capacity of each outgoing memory channel, in batches.
+        max_queued_bytes: bytes queued toward one peer before its feeding
+            reader waits (one larger batch passes alone).
         flush_timeout_seconds: after the agent is gone, how long the final
             messages to the client may take to write.
     """
@@ -85,6 +113,7 @@ class Relay:
         stop_agent: Callable[[], Awaitable[object]] | None = None,
         channel_batches: int = 64,
         flush_timeout_seconds: float = 10.0,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
         self.flush_timeout_seconds = flush_timeout_seconds
         self.core = core
@@ -95,6 +124,7 @@ class Relay:
         self._channels = {
             peer: trio.open_memory_channel[list[bytes] | None](channel_batches) for peer in Peer
         }
+        self._budgets = {peer: _ByteBudget(max_queued_bytes) for peer in Peer}
         self._client_gone = False
         self._client_closed_first = False
         self._timer_scope: trio.CancelScope | None = None
@@ -140,6 +170,7 @@ class Relay:
             elif type(a) is Report:
                 log.log(_LEVELS.get(a.level, logging.WARNING), "%s", a.text)
         for peer, frames in batch.items():
+            await self._budgets[peer].acquire(sum(map(len, frames)))
             await self._channels[peer][0].send(frames)
         self._retime()
 
@@ -163,6 +194,7 @@ class Relay:
     async def _writer(self, peer: Peer) -> None:
         rx = self._channels[peer][1]
         transport = self.transports[peer]
+        budget = self._budgets[peer]
         broken = False
         done = False
         while not done:
@@ -179,7 +211,9 @@ class Relay:
                     done = True
                     break
                 frames.extend(more)
+            size = sum(map(len, frames))
             if broken:
+                budget.release(size)
                 continue
             try:
                 await transport.send_batch(frames)
@@ -188,6 +222,8 @@ class Relay:
                 log.info("%s", exc)
                 if peer is Peer.CLIENT:
                     await self._on_client_gone("client stopped reading (stdout closed)")
+            finally:
+                budget.release(size)
         if peer is Peer.AGENT:
             await transport.close_write()
             if self._stop_agent is not None and self._nursery is not None:
@@ -196,7 +232,9 @@ class Relay:
             self._client_flushed.set()
         # Keep draining, so that no reader ever blocks on a closed peer.
         while True:
-            await rx.receive()
+            frames = await rx.receive()
+            if frames is not None:
+                budget.release(sum(map(len, frames)))
 
     # ------------------------------------------------------------- readers
 

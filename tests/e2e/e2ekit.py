@@ -133,6 +133,20 @@ class ProxyRun:
     process: trio.Process
     out: LineStream
     stderr: bytearray = attrs.field(factory=bytearray)
+    stderr_closed: trio.Event = attrs.field(factory=trio.Event)
+    _stderr_grew: trio.Event = attrs.field(factory=trio.Event)
+
+    async def drain_stderr(self, stream: trio.abc.ReceiveStream) -> None:
+        """Collects stderr into :attr:`stderr` until it closes."""
+        while True:
+            data = await stream.receive_some(READ_SIZE)
+            if not data:
+                self.stderr_closed.set()
+                self._stderr_grew.set()
+                return
+            self.stderr += data
+            self._stderr_grew.set()
+            self._stderr_grew = trio.Event()
 
     async def send(self, data: bytes) -> None:
         """Writes raw bytes to the proxy's stdin (the client -> agent direction)."""
@@ -151,6 +165,20 @@ class ProxyRun:
 
     def stderr_text(self) -> str:
         return self.stderr.decode("utf-8", "replace")
+
+    async def all_stderr(self) -> bytes:
+        """Everything written to stderr, once it has been closed (the proxy exited)."""
+        await self.stderr_closed.wait()
+        return bytes(self.stderr)
+
+    async def wait_for_stderr(self, text: str, count: int = 1) -> str:
+        """Waits until ``text`` occurs ``count`` times on stderr (it is read concurrently,
+        so it may lag behind stdout); returns the stderr text."""
+        while self.stderr_text().count(text) < count:
+            if self.stderr_closed.is_set():
+                raise AssertionError(f"{text!r} not on stderr: {self.stderr_text()[-2000:]}")
+            await self._stderr_grew.wait()
+        return self.stderr_text()
 
 
 @attrs.define
@@ -175,14 +203,6 @@ class AgentSide:
         await self.stream.aclose()
 
 
-async def _drain(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
-    while True:
-        data = await stream.receive_some(READ_SIZE)
-        if not data:
-            return
-        into += data
-
-
 @asynccontextmanager
 async def open_proxy(command: Sequence[str]) -> AsyncIterator[ProxyRun]:
     """Starts ``command`` (a proxy command line) with piped stdio.
@@ -201,7 +221,7 @@ async def open_proxy(command: Sequence[str]) -> AsyncIterator[ProxyRun]:
     run = ProxyRun(proc, LineStream(proc.stdout))
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_drain, proc.stderr, run.stderr)
+            nursery.start_soon(run.drain_stderr, proc.stderr)
             try:
                 yield run
             finally:

@@ -129,7 +129,7 @@ async def test_agent_stderr_passes_through_unchanged() -> None:
             await client_to_agent(proxy, agent, notif("_x/go"))
             await proxy.close_stdin()
             assert await proxy.wait() == 0
-            assert bytes(proxy.stderr) == noise
+            assert await proxy.all_stderr() == noise
 
 
 @pytest.mark.parametrize("code", [0, 7, 255])
@@ -151,7 +151,7 @@ async def test_signal_to_proxy_is_passed_to_agent(sig: signal.Signals) -> None:
             await client_to_agent(proxy, agent, notif("_x/up"))
             proxy.process.send_signal(sig)
             assert await proxy.wait() == 42
-            assert f"bridge-agent: got {sig.name}\n" in proxy.stderr_text()
+            assert f"bridge-agent: got {sig.name}\n".encode() in await proxy.all_stderr()
 
 
 async def test_client_eof_closes_agent_stdin_and_agent_exits_without_waiting(

@@ -1,0 +1,409 @@
+"""Hostile input and faults, end to end: what the client receives and how the proxy exits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from .e2ekit import (
+    AgentSide,
+    agent_next_is_ping,
+    agent_to_client,
+    bridged_proxy,
+    client_next_is_pong,
+    client_to_agent,
+    exchange,
+    handshake_v1,
+    line,
+    notif,
+    ok,
+    open_proxy,
+    proxy_command,
+    read_audit,
+    req,
+    update,
+    write_config,
+)
+
+TIMEOUT = 30
+MIB = 1024 * 1024
+
+
+def _error(rid: object, code: int, message: str, data: object = None) -> dict[str, object]:
+    err: dict[str, object] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": rid, "error": err}
+
+
+def _vm_hwm_bytes(pid: int) -> int:
+    """Peak resident set size of process ``pid`` (Linux ``VmHWM``)."""
+    with open(f"/proc/{pid}/status") as f:
+        for text in f:
+            if text.startswith("VmHWM:"):
+                return int(text.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc status")
+
+
+# ------------------------------------------------------------------ agent faults
+
+
+async def test_agent_killed_mid_turn_answers_pending_requests(tmp_path: Path) -> None:
+    """When the agent dies, every client request in flight is answered with -32603 naming
+    the agent's exit status, and the proxy exits with that status."""
+    pid_file = tmp_path / "agent.pid"
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy(agent_args=["--pid-file", str(pid_file)]) as (proxy, agent):
+            await handshake_v1(proxy, agent)
+            await client_to_agent(
+                proxy, agent, req(2, "session/prompt", {"sessionId": "S1", "prompt": []})
+            )
+            await client_to_agent(proxy, agent, req("x", "_vendor/slow", {}))
+            await agent_to_client(
+                proxy, agent, update("S1", sessionUpdate="agent_message_chunk", content={})
+            )
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            reason = "agent exited with status 137"
+            assert await proxy.out.recv_json() == _error(
+                2,
+                -32603,
+                f"acp-proxy: {reason}; session/prompt got no answer",
+                {"method": "session/prompt", "sessionId": "S1", "reason": reason},
+            )
+            assert await proxy.out.recv_json() == _error(
+                "x",
+                -32603,
+                f"acp-proxy: {reason}; _vendor/slow got no answer",
+                {"method": "_vendor/slow", "sessionId": None, "reason": reason},
+            )
+            await proxy.out.expect_eof()
+            assert await proxy.wait() == 137
+
+
+async def test_agent_that_never_exits_is_killed_and_its_requests_answered(tmp_path: Path) -> None:
+    """After the client's EOF, the agent's own pending request is answered with -32603; an agent
+    that ignores both EOF and SIGTERM is killed after grace + kill_after seconds."""
+    cfg = write_config(
+        tmp_path / "c.toml", "[process]\ngrace_seconds = 0.3\nkill_after_seconds = 0.3\n"
+    )
+    args = ["--ignore-eof", "--ignore-sigterm"]
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy(["--config", str(cfg)], args) as (proxy, agent):
+            await handshake_v1(proxy, agent)
+            ask = req(0, "session/request_permission", {"sessionId": "S1", "options": []})
+            await agent_to_client(proxy, agent, ask)
+            start = trio.current_time()
+            await proxy.close_stdin()
+            reason = "client closed its stream"
+            assert await agent.recv_json() == _error(
+                0,
+                -32603,
+                f"acp-proxy: {reason}; session/request_permission got no answer",
+                {"method": "session/request_permission", "sessionId": "S1", "reason": reason},
+            )
+            assert await agent.lines.read_to_eof() == b""  # then its stdin was closed
+            assert await proxy.wait() == 128 + signal.SIGKILL
+            assert trio.current_time() - start >= 0.55
+            await proxy.out.expect_eof()
+
+
+async def test_agent_exiting_before_answering_initialize() -> None:
+    """An agent that exits after reading initialize: the client gets -32603 for it and the
+    proxy exits with the agent's status."""
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy(agent_args=["--exit-code", "3"]) as (proxy, agent):
+            await client_to_agent(proxy, agent, req(0, "initialize", {"protocolVersion": 1}))
+            await agent.close()
+            reason = "agent exited with status 3"
+            assert await proxy.out.recv_json() == _error(
+                0,
+                -32603,
+                f"acp-proxy: {reason}; initialize got no answer",
+                {"method": "initialize", "sessionId": None, "reason": reason},
+            )
+            await proxy.out.expect_eof()
+            assert await proxy.wait() == 3
+
+
+async def test_agent_crashing_at_startup() -> None:
+    """An agent that dies at once: nothing on stdout, its stderr passed on, its status returned."""
+    crash = "import sys; sys.stderr.write('agent: boom\\n'); sys.exit(3)"
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy([*proxy_command(), sys.executable, "-c", crash]) as proxy:
+            await proxy.out.expect_eof()
+            assert await proxy.wait() == 3
+            assert b"agent: boom\n" in await proxy.all_stderr()
+
+
+async def test_agent_command_not_found() -> None:
+    """An agent command that cannot be started: exit status 127 and a message on stderr."""
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy([*proxy_command(), "/nonexistent/agent-binary"]) as proxy:
+            await proxy.out.expect_eof()
+            assert await proxy.wait() == 127
+            assert b"cannot start agent '/nonexistent/agent-binary'" in await proxy.all_stderr()
+
+
+async def test_half_written_last_line_is_reported_not_forwarded() -> None:
+    """A last agent line without its newline at EOF is reported on stderr and never forwarded."""
+    half = b'{"jsonrpc":"2.0","method":"_x/half","params":{'
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy() as (proxy, agent):
+            await agent_to_client(proxy, agent, notif("_x/whole"))
+            await agent.send(half)
+            await agent.close()
+            await proxy.out.expect_eof()
+            assert await proxy.wait() == 0
+            report = f"agent: half-written last line at end of stream ({len(half)} bytes)"
+            assert f"{report}, not forwarded".encode() in await proxy.all_stderr()
+
+
+async def test_non_json_agent_lines_are_dropped_and_reported() -> None:
+    """Agent stdout lines that are not JSON (log noise, binary) are dropped and named on stderr."""
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy() as (proxy, agent):
+            await agent.send(b"Loading model...\n\x00\xff\xfe binary\n")
+            await agent_to_client(proxy, agent, notif("_x/after"))
+            err = await proxy.wait_for_stderr("agent stdout line is not JSON, dropped", 2)
+            assert "agent stdout line is not JSON, dropped: 'Loading model...'" in err
+
+
+async def test_agent_response_to_unknown_id_is_dropped(tmp_path: Path) -> None:
+    """An agent response to an id the client never sent is dropped and audited."""
+    audit = tmp_path / "audit.jsonl"
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy(["--audit-log", str(audit)]) as (proxy, agent):
+            await agent.send(ok(41, {}))
+            await client_next_is_pong(proxy, agent)
+            await proxy.close_stdin()
+            assert await proxy.wait() == 0
+    assert [(r["event"], r["id"]) for r in read_audit(audit) if "id" in r] == [
+        ("unknown_response", 41)
+    ]
+
+
+# ----------------------------------------------------------------- client faults
+
+
+@pytest.mark.parametrize(
+    ("frame", "answer"),
+    [
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":1,"method":\n',
+            _error(
+                None,
+                -32700,
+                "acp-proxy: not valid JSON: Expecting value: line 1 column 34 (char 33)",
+            ),
+            id="truncated-json",
+        ),
+        pytest.param(
+            b"\xff\xfe not utf-8\n",
+            None,  # -32700, message from the decoder
+            id="not-utf8",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":5}\n',
+            _error(5, -32600, "acp-proxy: a response needs exactly one of result and error"),
+            id="neither-request-nor-response",
+        ),
+        pytest.param(
+            b'{"id":6,"method":"session/new","params":{}}\n',
+            _error(6, -32600, 'acp-proxy: missing or wrong "jsonrpc" (must be "2.0")'),
+            id="no-jsonrpc-member",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":7,"method":"x","params":3}\n',
+            _error(7, -32600, 'acp-proxy: "params" must be an object or an array'),
+            id="scalar-params",
+        ),
+        pytest.param(
+            b"[]\n",
+            _error(None, -32600, "acp-proxy: empty batch"),
+            id="empty-batch",
+        ),
+        pytest.param(
+            b"42\n",
+            _error(None, -32600, "acp-proxy: not a JSON object"),
+            id="not-an-object",
+        ),
+    ],
+)
+async def test_invalid_client_frames_are_answered_not_forwarded(
+    frame: bytes, answer: dict[str, object] | None
+) -> None:
+    """Invalid client frames get the JSON-RPC error they deserve and never reach the agent."""
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy() as (proxy, agent):
+            await proxy.send(frame)
+            got = await proxy.out.recv_json()
+            if answer is None:
+                assert got["id"] is None
+                assert got["error"]["code"] == -32700
+                assert got["error"]["message"].startswith("acp-proxy: not valid JSON: ")
+            else:
+                assert got == answer
+            await agent_next_is_ping(proxy, agent)
+            # The connection lives on.
+            await exchange(proxy, agent, req(8, "_x/after", {}), ok(8, {}))
+
+
+async def test_client_response_to_unknown_id_is_dropped() -> None:
+    """A client response to an id the agent never sent is dropped."""
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy() as (proxy, agent):
+            await proxy.send(ok(99, {"outcome": {"outcome": "cancelled"}}))
+            await agent_next_is_ping(proxy, agent)
+
+
+@pytest.mark.parametrize("how", ["closes-both", "stops-reading"])
+async def test_client_disconnecting_mid_stream_stops_agent(how: str) -> None:
+    """A client that goes away while the agent streams: the agent's stdin is closed, the
+    agent exits, and so does the proxy, with the agent's status."""
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy(agent_args=["--exit-code", "5"]) as (proxy, agent):
+            await handshake_v1(proxy, agent)
+            chunk = update("S1", sessionUpdate="agent_message_chunk", content={"text": "x" * 200})
+
+            async def stream_updates() -> None:
+                try:
+                    while True:
+                        await agent.send(chunk * 20)
+                        await trio.sleep(0.001)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stream_updates)
+                for _ in range(50):
+                    assert await proxy.out.recv_line() == chunk
+                if how == "closes-both":
+                    await proxy.close_stdin()
+                assert proxy.process.stdout is not None
+                await proxy.process.stdout.aclose()
+                assert await proxy.wait() == 5
+                nursery.cancel_scope.cancel()
+
+
+async def test_never_ending_line_is_cut_and_connection_lives_on() -> None:
+    """A client line beyond --max-message-bytes is skipped without buffering it (memory stays
+    flat over 64 MiB), answered with -32600 once it ends, and the next message passes."""
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy(["--max-message-bytes", "4096"]) as (proxy, agent):
+            await client_to_agent(proxy, agent, notif("_x/before"))
+            block = b"a" * MIB
+            for _ in range(64):
+                await proxy.send(block)
+            assert _vm_hwm_bytes(proxy.process.pid) < 100 * MIB
+            await proxy.send(b"\n")
+            assert await proxy.out.recv_json() == _error(
+                None,
+                -32600,
+                "acp-proxy: message of 67108864 bytes exceeds limits.max_message_bytes (4096)",
+            )
+            await exchange(proxy, agent, req(1, "_x/after", {}), ok(1, {}))
+            # An oversize agent line is dropped and reported; the agent's next line passes.
+            big = notif("_x/big", {"b": "b" * 5000})
+            await agent.send(big)
+            await client_next_is_pong(proxy, agent)
+            await proxy.wait_for_stderr(
+                f"agent sent an oversize message: message of {len(big) - 1} bytes exceeds "
+                "limits.max_message_bytes (4096)"
+            )
+
+
+# ----------------------------------------------------------- volume and pressure
+
+
+async def test_agent_stderr_flood_does_not_stall_the_relay() -> None:
+    """While the agent writes 8 MiB to stderr, messages keep flowing both ways."""
+    flood = 8 * MIB
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy(agent_args=["--stderr-flood-bytes", str(flood)]) as (
+            proxy,
+            agent,
+        ):
+            for i in range(200):
+                await exchange(proxy, agent, req(i, "_x/echo", {"i": i}), ok(i, {"i": i}))
+            await proxy.close_stdin()
+            assert await proxy.wait() == 0
+            assert len(await proxy.all_stderr()) == flood
+
+
+@pytest.mark.parametrize("message_bytes", [1024, 4 * MIB], ids=["1KiB-messages", "4MiB-messages"])
+async def test_client_not_reading_makes_agent_wait_with_bounded_memory(
+    message_bytes: int,
+) -> None:
+    """A client that stops reading blocks the agent's writes (backpressure); the proxy's peak
+    memory stays under 100 MiB; once the client reads again everything arrives in order."""
+    filler = "f" * (message_bytes - 60)
+    frames = [
+        line({"jsonrpc": "2.0", "method": "_x/flood", "params": {"n": i, "f": filler}})
+        for i in range(10)
+    ]
+    # Writes of about 256 KiB, or one message each when messages are big; 10-message cycle.
+    repeat = (256 * 1024) // len(b"".join(frames))
+    writes = [(b"".join(frames) * repeat, 10 * repeat)] if repeat else [(f, 1) for f in frames]
+    written_bytes = written_frames = 0
+    stop = trio.Event()
+    flood_done = trio.Event()
+
+    async def flood(agent: AgentSide) -> None:
+        nonlocal written_bytes, written_frames
+        i = 0
+        while written_bytes < 400 * MIB and not stop.is_set():
+            data, count = writes[i % len(writes)]
+            await agent.send(data)
+            written_bytes += len(data)
+            written_frames += count
+            i += 1
+        flood_done.set()
+
+    with trio.fail_after(60):
+        async with bridged_proxy() as (proxy, agent), trio.open_nursery() as nursery:
+            await agent_to_client(proxy, agent, notif("_x/start"))
+            baseline = _vm_hwm_bytes(proxy.process.pid)
+            nursery.start_soon(flood, agent)
+            seen = -1
+            while seen != written_bytes and not flood_done.is_set():  # until the agent is stuck
+                seen = written_bytes
+                await trio.sleep(1.0)
+            peak = _vm_hwm_bytes(proxy.process.pid)
+            stop.set()
+            facts = f"{seen / MIB:.0f} MiB written, proxy peak RSS {peak / MIB:.0f} MiB"
+            print(facts, f"({baseline / MIB:.0f} MiB at start)")
+            assert not flood_done.is_set(), "the agent was never made to wait"
+            assert seen < 100 * MIB, facts
+            assert peak < 100 * MIB, facts
+            # Reading again drains everything, in order, and the agent finishes writing.
+            n = 0
+            while not (flood_done.is_set() and n == written_frames):
+                got = await proxy.out.recv_line()
+                assert got == frames[n % 10], f"message {n}: {got[:80]!r}"
+                n += 1
+            await client_next_is_pong(proxy, agent)
+
+
+async def test_20mib_prompt_and_response_pass_byte_for_byte() -> None:
+    """A 20 MiB session/prompt and a 20 MiB agent response pass unchanged."""
+    text = ("prompt 文字 \\u00e9 " * (20 * MIB // 20))[: 20 * MIB]
+    prompt = req(
+        3, "session/prompt", {"sessionId": "S1", "prompt": [{"type": "text", "text": text}]}
+    )
+    answer = ok(3, {"stopReason": "end_turn", "_meta": {"echo": text[::-1]}})
+    assert len(prompt) > 20 * MIB
+    assert len(answer) > 20 * MIB
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy() as (proxy, agent):
+            await handshake_v1(proxy, agent)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(proxy.send, prompt)
+                assert await agent.recv_line() == prompt
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(agent.send, answer)
+                assert await proxy.out.recv_line() == answer
