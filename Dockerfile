@@ -1,0 +1,29 @@
+# acp-proxy in a container: serves ACP over WebSocket, one agent process per
+# connection (`--listen`). The agent runs inside this container, so build your
+# agent's image FROM this one (or `pip install` acp-proxy into the agent's image).
+#
+#   docker build -t acp-proxy .
+#   docker run --rm --init -p 8765:8765 -v "$PWD/acp-config:/config:ro" acp-proxy \
+#       --config /config/proxy.toml --token-file /config/token \
+#       --listen ws://0.0.0.0:8765/acp -- my-agent --acp
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+COPY pyproject.toml README.md /src/
+COPY acp_proxy /src/acp_proxy
+RUN pip install /src && rm -rf /src
+
+# An unprivileged user; /config is where the config file and token are mounted.
+RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin acp \
+    && mkdir -p /config
+VOLUME ["/config"]
+USER acp
+WORKDIR /home/acp
+
+EXPOSE 8765
+ENTRYPOINT ["acp-proxy"]
+CMD ["--help"]

@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+// ACP client on the official TypeScript SDK's WebSocket transport
+// (@agentclientprotocol/sdk/experimental/ws-client): one scripted turn.
+//
+// usage: node ts_ws_client.mjs SDK_DIR URL
+//   SDK_DIR: a directory whose node_modules holds @agentclientprotocol/sdk and zod
+// Prints one JSON object to stdout: what the client saw. Diagnostics go to stderr.
+import { createRequire } from "node:module";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [sdkDir, url] = process.argv.slice(2);
+const req = createRequire(path.join(path.resolve(sdkDir), "_resolver.js"));
+const load = (spec) => import(pathToFileURL(req.resolve(spec)).href);
+
+const { client, methods } = await load("@agentclientprotocol/sdk/unstable");
+const { createWebSocketStream } = await load("@agentclientprotocol/sdk/experimental/ws-client");
+
+setTimeout(() => {
+  process.stderr.write("ts_ws_client: timed out\n");
+  process.exit(2);
+}, 30000).unref();
+
+const updates = [];
+const app = client({ name: "acp-proxy-ws-interop" }).onNotification(
+  methods.client.session.update,
+  ({ params }) => {
+    updates.push(params);
+  },
+);
+
+const out = {};
+await app.connectWith(createWebSocketStream(url), async (ctx) => {
+  const init = await ctx.request(methods.agent.initialize, {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, subagents: {} },
+    clientInfo: { name: "acp-proxy-ws-interop", version: "0.1.0" },
+  });
+  out.protocolVersion = init.protocolVersion;
+  const sess = await ctx.request(methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
+  out.sessionId = sess.sessionId;
+  const done = await ctx.request(methods.agent.session.prompt, {
+    sessionId: sess.sessionId,
+    prompt: [{ type: "text", text: "hello over WebSocket" }],
+  });
+  out.stopReason = done.stopReason;
+  out.updates = updates.map((u) => [u.sessionId, u.update.sessionUpdate]);
+  const announce = updates.find((u) => u.update.sessionUpdate === "subagent_update");
+  out.child = announce?.update.sessionId ?? null;
+  try {
+    await ctx.request(methods.agent.session.prompt, {
+      sessionId: out.child,
+      prompt: [{ type: "text", text: "mutate the child" }],
+    });
+    out.childPrompt = { accepted: true };
+  } catch (e) {
+    out.childPrompt = { code: e.code, message: e.message };
+  }
+});
+process.stdout.write(JSON.stringify(out) + "\n");
+process.exit(0);
