@@ -91,6 +91,7 @@ async def run_stdio_process(
     relay = agent_relay(core, client, agent, config, audit)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(forward_signals, agent)
+        nursery.start_soon(agent.watch_exit, config.process.grace_seconds)
         result = await relay.run()
         nursery.cancel_scope.cancel()
     await client.aclose()

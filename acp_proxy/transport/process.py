@@ -18,6 +18,43 @@ from acp_proxy.transport.ndjson import NdjsonTransport
 __all__ = ["AgentProcess", "exit_status"]
 
 
+class _AgentOutput(trio.abc.ReceiveStream):
+    """The agent's stdout, ending once the agent has exited and it goes idle.
+
+    A background child that inherited the agent's stdout can hold the pipe
+    open long after the agent exited. After :meth:`agent_exited`, a read that
+    gets no data within ``drain_seconds`` counts as end of stream; reads that
+    find data keep draining it however slowly the relay consumes it.
+    """
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._drain_seconds: float | None = None
+        self._scope: trio.CancelScope | None = None
+
+    def agent_exited(self, drain_seconds: float) -> None:
+        """From now on, ``drain_seconds`` without data ends the stream."""
+        self._drain_seconds = drain_seconds
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        while self._drain_seconds is None:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    return await self._stream.receive_some(max_bytes)
+                finally:
+                    self._scope = None
+            # Cancelled by agent_exited (no data was consumed): read on with a deadline.
+        with trio.move_on_after(self._drain_seconds):
+            return await self._stream.receive_some(max_bytes)
+        return b""
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
 def exit_status(returncode: int) -> int:
     """Maps a ``Popen.returncode`` to a shell exit status (signal N -> 128+N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -38,8 +75,9 @@ class AgentProcess:
         self.process = process
         assert process.stdout is not None
         assert process.stdin is not None
+        self._output = _AgentOutput(process.stdout)
         self.transport = NdjsonTransport(
-            process.stdout, process.stdin, max_message_bytes, name="agent"
+            self._output, process.stdin, max_message_bytes, name="agent"
         )
 
     @classmethod
@@ -69,6 +107,16 @@ class AgentProcess:
     async def wait(self) -> int:
         """Waits for the agent to exit; returns its shell exit status."""
         return exit_status(await self.process.wait())
+
+    async def watch_exit(self, drain_seconds: float) -> None:
+        """Waits for the agent to exit; then its stdout ends once idle for ``drain_seconds``.
+
+        Run it as a task beside the relay, so that a background child holding
+        the agent's stdout open cannot keep the connection alive after the
+        agent is gone.
+        """
+        await self.process.wait()
+        self._output.agent_exited(drain_seconds)
 
     def send_signal(self, sig: int) -> None:
         """Passes a signal on to the agent (ignored once it has exited)."""

@@ -140,6 +140,74 @@ async def test_agent_crashing_at_startup() -> None:
             assert b"agent: boom\n" in await proxy.all_stderr()
 
 
+async def test_agent_exit_ends_the_connection_even_if_a_child_holds_its_stdout(
+    tmp_path: Path,
+) -> None:
+    """An agent that exits while a background child of it keeps its stdout open: the proxy
+    answers the client and exits with the agent's status after the grace period, not when
+    the child finally closes the pipe."""
+    cfg = write_config(tmp_path / "c.toml", "[process]\ngrace_seconds = 0.3\n")
+    agent = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen(['sleep', '30'], stderr=subprocess.DEVNULL)\n"
+        "sys.stderr.write(f'child {child.pid}\\n')\n"
+        "sys.stdin.readline()\n"
+        'sys.stdout.write(\'{"jsonrpc":"2.0","method":"_x/bye"}\\n\')\n'
+        "sys.exit(4)\n"
+    )
+    cmd = [*proxy_command("--config", str(cfg)), sys.executable, "-c", agent]
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy(cmd) as proxy:
+            err = await proxy.wait_for_stderr("\n")
+            child_pid = int(err.split()[1])
+            try:
+                start = trio.current_time()
+                await proxy.send(req(0, "initialize", {"protocolVersion": 1}))
+                assert await proxy.out.recv_line() == notif("_x/bye")
+                reason = "agent exited with status 4"
+                assert await proxy.out.recv_json() == _error(
+                    0,
+                    -32603,
+                    f"acp-proxy: {reason}; initialize got no answer",
+                    {"method": "initialize", "sessionId": None, "reason": reason},
+                )
+                await proxy.out.expect_eof()
+                assert await proxy.wait() == 4
+                assert trio.current_time() - start < 10
+            finally:
+                os.kill(child_pid, signal.SIGKILL)
+
+
+async def test_agent_output_is_drained_after_exit_however_slow_the_client(
+    tmp_path: Path,
+) -> None:
+    """An agent that exits with output still unread (the client is not reading): long after
+    the grace period the client still receives every message, then EOF and the status."""
+    cfg = write_config(tmp_path / "c.toml", "[process]\ngrace_seconds = 0.2\n")
+    count, size = 136, 64 * 1024  # 8.5 MiB: more than the relay queues, less than it + a pipe
+    agent = (
+        "import fcntl, json, os, sys\n"
+        "fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ: leave up to 1 MiB in the pipe\n"
+        f"for i in range({count}):\n"
+        "    body = {'jsonrpc': '2.0', 'method': '_x/bulk', "
+        f"'params': {{'i': i, 'f': 'z' * {size}}}}}\n"
+        "    sys.stdout.write(json.dumps(body, separators=(',', ':')) + '\\n')\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.write('agent: all written\\n')\n"
+        "sys.exit(6)\n"
+    )
+    frames = [notif("_x/bulk", {"i": i, "f": "z" * size}) for i in range(count)]
+    cmd = [*proxy_command("--config", str(cfg)), sys.executable, "-c", agent]
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy(cmd) as proxy:
+            await proxy.wait_for_stderr("agent: all written\n")
+            await trio.sleep(1.0)  # the agent has exited; the proxy is held back for > grace
+            for f in frames:
+                assert await proxy.out.recv_line() == f
+            await proxy.out.expect_eof()
+            assert await proxy.wait() == 6
+
+
 async def test_agent_command_not_found() -> None:
     """An agent command that cannot be started: exit status 127 and a message on stderr."""
     with trio.fail_after(TIMEOUT):
