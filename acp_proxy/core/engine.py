@@ -594,7 +594,6 @@ class ProxyCore:
             and view.state is not UNSET
             and self.dedup.is_duplicate(("mirror", cid), view.state)
         ):
-            self._n["duplicates_removed"] += 1
             only_state = (
                 not reg.would_change(view)
                 and not view.malformed
@@ -604,22 +603,28 @@ class ProxyCore:
             )
             reg.apply(parent, view, now)
             if only_state:
+                self._n["duplicates_removed"] += 1
                 self._drop(
                     out, m, Peer.AGENT, "duplicate_dropped", "repeats the child's last state mirror"
                 )
                 return []
             body = exact_body(m.raw)
             del body["params"]["update"]["state"]
-            data = dumps(body)
-            self._audit(
-                out,
-                "duplicate_dropped",
-                Peer.AGENT,
-                sessionId=cid,
-                parentSessionId=parent,
-                method=m.method,
-                reason="state field removed: repeats the child's last state mirror",
-            )
+            try:
+                data = dumps(body, allow_nan=False)
+            except ValueError:  # a number JSON cannot spell back (1e400): keep the original
+                data = m.raw
+            else:
+                self._n["duplicates_removed"] += 1
+                self._audit(
+                    out,
+                    "duplicate_dropped",
+                    Peer.AGENT,
+                    sessionId=cid,
+                    parentSessionId=parent,
+                    method=m.method,
+                    reason="state field removed: repeats the child's last state mirror",
+                )
             self._audit(
                 out, "child_updated", Peer.AGENT, sessionId=cid, parentSessionId=existing.parent_id
             )

@@ -5,13 +5,16 @@ keeps the original bytes (``raw``) for byte-exact forwarding and exposes only
 what the proxy's decisions need: kind, ``id``, ``method``, ``params``.
 
 Parser-differential guard: a message whose decision fields are ambiguous
-(a duplicated key in the top-level object, in ``params`` or in
-``params.update``) is flagged ``ambiguous`` so the policy can refuse it
-rather than forward something the peer may read differently.
+(a duplicated decision key in the top-level object, in ``params`` or in
+``params.update``, see ``_DECISION_KEYS``) is flagged ``ambiguous`` so the
+policy can refuse it rather than forward something the peer may read
+differently. Other duplicate keys are content: the verdict must not depend on
+which decoder happened to read the frame.
 
-The fast path uses ``orjson``; a frame ``orjson`` refuses (integers beyond
-64 bits, lone surrogates, ``1e400``) or one that may carry duplicate or escaped
-decision keys is parsed again with the standard library, which is exact.
+The fast path uses ``orjson``; a frame ``orjson`` refuses (lone surrogates,
+``1e400``), one that may hold an integer beyond 64 bits (``orjson`` turns those
+into floats) or one that may carry duplicate or escaped decision keys is
+parsed again with the standard library, which is exact.
 """
 
 from __future__ import annotations
@@ -180,6 +183,26 @@ _DECISION_LITERALS = (
     b'"sessionId"',
     b'"update"',
     b'"sessionUpdate"',
+    b'"state"',
+    b'"capabilities"',
+    b'"senderSessionId"',
+    b'"recipientSessionId"',
+)
+
+# Decision keys per level: top-level object, ``params``, ``params.update``.
+_DECISION_KEYS = (
+    frozenset({"jsonrpc", "method", "id", "params", "result", "error"}),
+    frozenset({"sessionId", "update"}),
+    frozenset(
+        {
+            "sessionUpdate",
+            "sessionId",
+            "state",
+            "capabilities",
+            "senderSessionId",
+            "recipientSessionId",
+        }
+    ),
 )
 
 
@@ -190,6 +213,9 @@ _DECISION_RE = re.compile(
     b'"(?:' + b"|".join(re.escape(lit[1:-1]) for lit in _DECISION_LITERALS) + b')"'
 )
 
+# 19 digits in a row: maybe an integer orjson would turn into a float.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
 
 def _maybe_duplicated(raw: bytes) -> bool:
     if b"\\" in raw and b"\\u" in raw:  # memchr first: most frames have no escape
@@ -198,19 +224,20 @@ def _maybe_duplicated(raw: bytes) -> bool:
     return len(found) != len(set(found))
 
 
-def _has_dups(obj: Any) -> bool:
-    return isinstance(obj, _DupDict)
+def _has_dups(obj: Any, keys: frozenset[str]) -> bool:
+    return isinstance(obj, _DupDict) and not obj.dups.isdisjoint(keys)
 
 
 def _ambiguous(body: dict[str, Any]) -> bool:
-    if _has_dups(body):
+    top, in_params, in_update = _DECISION_KEYS
+    if _has_dups(body, top):
         return True
     params = body.get("params")
     if isinstance(params, dict):
-        if _has_dups(params):
+        if _has_dups(params, in_params):
             return True
         update = params.get("update")
-        if isinstance(update, dict) and _has_dups(update):
+        if isinstance(update, dict) and _has_dups(update, in_update):
             return True
     return False
 
@@ -237,7 +264,17 @@ def classify(raw: bytes, body: Any) -> Message:
             m.reason = "empty batch"
             return m
         for item in body:
-            m.items.append(classify(_dumps_bytes(item), item))
+            reason = "a batch element must be an object" if isinstance(item, list) else None
+            try:
+                item_raw = _dumps_bytes(item)
+            except ValueError:  # 1e400 decodes to inf, which JSON cannot spell
+                item_raw, reason = b"", "a number in this element is out of range"
+            if reason is None:
+                m.items.append(classify(item_raw, item))
+            else:  # a batch holds messages, not batches
+                bad = Message(item_raw, Kind.INVALID, item)
+                bad.reason = reason
+                m.items.append(bad)
         return m
     if not isinstance(body, dict):
         m = Message(raw, Kind.INVALID, body)
@@ -317,7 +354,7 @@ def parse(raw: bytes) -> Message:
     except (orjson.JSONDecodeError, TypeError):
         strict = True
     else:
-        if _maybe_duplicated(raw):
+        if _maybe_duplicated(raw) or _LONG_DIGITS.search(raw):
             strict = True
         elif isinstance(body, list):
             strict = True  # batch elements are re-serialized: decode them exactly
@@ -348,24 +385,31 @@ def _short(text: str, limit: int = 120) -> str:
 
 
 def _dumps_bytes(value: Any) -> bytes:
-    return dumps(value)
+    return dumps(value, allow_nan=False)
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: Any, *, allow_nan: bool = True) -> bytes:
     """Serializes a JSON value compactly as UTF-8, keeping key order.
 
     Big integers are kept exactly; a lone surrogate falls back to ``\\u`` escapes.
 
     Args:
         value: a JSON-compatible value.
+        allow_nan: when False, a non-finite float (``1e400`` decodes to ``inf``)
+            raises instead of being written as the non-JSON ``Infinity``.
 
     Returns:
         UTF-8 bytes without a trailing newline.
+
+    Raises:
+        ValueError: for a non-finite float when ``allow_nan`` is False.
     """
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan)
+        return text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=allow_nan)
+        return text.encode("ascii")
 
 
 def error_frame(rid: JsonId | None, code: int, message: str, data: Any = None) -> bytes:
