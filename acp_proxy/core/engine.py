@@ -355,11 +355,13 @@ class ProxyCore:
                 return
             if kind is Kind.REQUEST and not self._track(Peer.CLIENT, m, out):
                 return
-            if self._closed[Peer.AGENT] is not None and kind is Kind.REQUEST:
-                self._pending[Peer.CLIENT].pop(m.id, None)
-                self._answer(
-                    out, Peer.CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[Peer.AGENT]}"
-                )
+            gone = self._closed[Peer.AGENT]
+            if gone is not None:
+                if kind is Kind.REQUEST:
+                    self._pending[Peer.CLIENT].pop(m.id, None)
+                    self._answer(out, Peer.CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
+                else:
+                    self._drop(out, m, Peer.CLIENT, "notification_dropped", gone)
                 return
             self._forward(out, Peer.AGENT, m.raw)
             return
@@ -505,7 +507,7 @@ class ProxyCore:
                     f"({ev.reason}, {len(ev.messages)} messages): protocol violation",
                 )
             )
-            self.registry.mark_known(ev.session_id)
+            self.registry.mark_known(ev.session_id, provisional=True)
             later = self.hold.take(ev.session_id)
             if stack is not None:
                 stack.append(iter(ev.messages + later))

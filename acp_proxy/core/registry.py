@@ -71,16 +71,33 @@ class Registry:
     def __init__(self) -> None:
         self.known: set[str] = set()
         self.children: dict[str, Child] = {}
+        # Known without being established as an ordinary session or a child:
+        # held traffic released by hold.on_expire = "release". A later
+        # announcement may still make such a session a child.
+        self.provisional: set[str] = set()
 
     def is_known(self, session_id: str) -> bool:
         """True once the client could know ``session_id``."""
         return session_id in self.known
 
-    def mark_known(self, session_id: str) -> bool:
-        """Marks ``session_id`` known; returns True if it was not known before."""
+    def mark_known(self, session_id: str, *, provisional: bool = False) -> bool:
+        """Marks ``session_id`` known; returns True if it was not known before.
+
+        Args:
+            session_id: the session id.
+            provisional: True when the id is released to the client without
+                having been established (hold timeout): it stays eligible
+                for a later child announcement. False (``session/new``,
+                ``session/fork``, ``session/load``, ``session/resume``) makes it
+                an ordinary session.
+        """
+        if not provisional:
+            self.provisional.discard(session_id)
         if session_id in self.known:
             return False
         self.known.add(session_id)
+        if provisional:
+            self.provisional.add(session_id)
         return True
 
     def child(self, session_id: str) -> Child | None:
@@ -130,8 +147,10 @@ class Registry:
         sid = view.session_id
         c = self.children.get(sid)
         if c is None:
-            if sid == parent_id or sid in self.known or sid in self.ancestors(parent_id):
+            ordinary = sid in self.known and sid not in self.provisional
+            if sid == parent_id or ordinary or sid in self.ancestors(parent_id):
                 return UpdateOutcome.INVALID
+            self.provisional.discard(sid)
             c = Child(session_id=sid, parent_id=parent_id, announced_at=now)
             self._patch(c, view)
             self.children[sid] = c

@@ -544,3 +544,18 @@ def test_single_frame_with_out_of_range_number_is_forwarded_as_is() -> None:
     core = ProxyCore()
     raw = b'{"jsonrpc":"2.0","method":"_x","params":{"v":1e400}}'
     assert sends(core.receive(CLIENT, raw, 0.0)) == [raw]
+
+
+def test_client_messages_after_the_agent_exited_are_answered_or_dropped() -> None:
+    """After the agent is gone a request is answered and a notification dropped with audit."""
+    core = ProxyCore()
+    core.peer_closed(AGENT, 0.0, "agent exited with status 3")
+    out = core.receive(CLIENT, req(1, "session/prompt", {"sessionId": "S"}), 1.0)
+    assert sends(out, AGENT) == []
+    [answer] = sends(out, CLIENT)
+    assert "status 3" in decoded(answer)["error"]["message"]
+    out = core.receive(CLIENT, notif("session/cancel", {"sessionId": "S"}), 1.0)
+    assert sends(out) == []
+    [rec] = audits(out, "notification_dropped")
+    assert rec.fields["reason"] == "agent exited with status 3"
+    assert_accounting(core)

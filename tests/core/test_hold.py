@@ -391,3 +391,26 @@ def test_arbitrary_interleavings_keep_order_and_lose_nothing(
 def announce_pos(pos: dict[bytes, int], parents: list[int], name: list[str], i: int) -> bool:
     parent = "P" if parents[i] < 0 else name[parents[i]]
     return announce(parent, name[i], title=f"t{i}") in pos
+
+
+def test_child_announced_after_its_traffic_timed_out_is_still_enforced() -> None:
+    """A child whose early traffic was released on timeout can still be announced and enforced."""
+    core = parent_core(timeout_seconds=10.0)
+    core.receive(AGENT, chunk("C", "early"), 0.0)
+    core.handle_timer(10.0)  # released: C is known, provisionally
+    out = core.receive(AGENT, announce("P", "C", capabilities=None), 11.0)
+    assert "child_announced" in events(out)
+    assert core.registry.child("C") is not None
+    out = core.receive(CLIENT, req(7, "session/prompt", {"sessionId": "C", "prompt": []}), 12.0)
+    assert sends(out, AGENT) == []
+    assert "mutation_rejected" in events(out)
+    assert_accounting(core)
+
+
+def test_announcement_naming_an_ordinary_session_stays_invalid() -> None:
+    """A session established by session/new cannot be re-declared a child."""
+    core = parent_core()
+    open_session(core, "Q")
+    out = core.receive(AGENT, announce("P", "Q"), 1.0)
+    assert "invalid_subagent_update" in events(out)
+    assert core.registry.child("Q") is None
