@@ -147,11 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("acp-proxy: --connect/--chain take no agent command", file=sys.stderr)
         return 2
     if not (args.connect or args.chain) and not agent_cmd:
-        print(
-            "acp-proxy: no agent command (usage: acp-proxy [options] -- AGENT_CMD ...)",
-            file=sys.stderr,
-        )
-        return 2
+        if args.listen or sys.stdin is None or sys.stdin.isatty():
+            print(
+                "acp-proxy: no agent command (usage: acp-proxy [options] -- AGENT_CMD ...)",
+                file=sys.stderr,
+            )
+            return 2
+        # No agent command and stdin is a pipe: a conductor started us as a chain component.
+        args.chain = True
     audit = None
     if cfg.audit.path:
         from acp_proxy.audit import AuditLog

@@ -361,7 +361,10 @@ class ChainAdapter:
             inner = _frame(m.id, True, [("method", b'"initialize"'), *params])
             out.append(ToCore(Peer.CLIENT, inner))
         elif method == "initialize" and kind is Kind.REQUEST:
-            reason = "running as a chain proxy (--chain): expected proxy/initialize, got initialize"
+            reason = (
+                "running as a chain proxy (no agent command): expected proxy/initialize, "
+                "got initialize; to wrap an agent, run acp-proxy -- AGENT_CMD"
+            )
             self._refuse(m, out, INVALID_REQUEST, reason)
         elif method == _CANCEL and kind is Kind.NOTIFICATION:
             target = self._cancel_target(m.params)

@@ -1,0 +1,95 @@
+"""The command-line contract (DESIGN.md section 3): modes, usage errors, check-config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, stdin: bytes = b"", timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "acp_proxy", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def test_conflicting_modes_are_a_usage_error() -> None:
+    """--listen with --connect exits 2 with a message naming the choice."""
+    r = run("--listen", "ws://127.0.0.1:0/", "--connect", "ws://127.0.0.1:1/")
+    assert r.returncode == 2
+    assert b"choose one of" in r.stderr
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    """An unknown flag exits 2."""
+    r = run("--no-such-flag", "--", "true")
+    assert r.returncode == 2
+
+
+def test_bad_config_file_exits_2_naming_the_key(tmp_path: Path) -> None:
+    """A config file with a wrong type stops the proxy with status 2 and names the key."""
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[hold]\ntimeout_seconds = "soon"\n')
+    r = run("--config", str(cfg), "--", sys.executable, "-c", "pass")
+    assert r.returncode == 2
+    assert b"hold.timeout_seconds" in r.stderr
+
+
+def test_check_config_prints_the_effective_config(tmp_path: Path) -> None:
+    """check-config validates a file and prints the effective config, which loads again."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[hold]\non_expire = "drop"\n')
+    r = run("check-config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert b'on_expire = "drop"' in r.stdout
+    again = tmp_path / "again.toml"
+    again.write_bytes(r.stdout)
+    assert run("check-config", str(again)).stdout == r.stdout
+
+
+def test_check_config_rejects_unknown_key(tmp_path: Path) -> None:
+    """check-config exits 2 on an unknown key."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[hold]\nfoo = 1\n")
+    r = run("check-config", str(cfg))
+    assert r.returncode == 2
+    assert b"hold.foo" in r.stderr
+
+
+def test_agent_that_cannot_start_exits_127() -> None:
+    """A missing agent executable gives exit status 127 and a message on stderr."""
+    r = run("--", "/nonexistent/agent-binary")
+    assert r.returncode == 127
+    assert b"cannot start agent" in r.stderr
+
+
+def test_no_agent_command_on_a_pipe_runs_as_chain_component() -> None:
+    """Without an agent command, a proxy/initialize on stdin is wrapped for the successor."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "proxy/initialize",
+        "params": {"protocolVersion": 1},
+    }
+    r = run(stdin=json.dumps(init).encode() + b"\n")
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout.splitlines()[0])
+    assert first["method"] == "proxy/successor"
+    assert first["params"] == {"method": "initialize", "params": {"protocolVersion": 1}}
+
+
+def test_plain_initialize_without_agent_command_explains_itself() -> None:
+    """A plain initialize without an agent command is refused with a message saying how to wrap."""
+    init = {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": 1}}
+    r = run(stdin=json.dumps(init).encode() + b"\n")
+    answer = json.loads(r.stdout.splitlines()[0])
+    assert answer["id"] == 5
+    assert answer["error"]["code"] == -32600
+    assert "acp-proxy -- AGENT_CMD" in answer["error"]["message"]
