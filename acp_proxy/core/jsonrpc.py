@@ -213,8 +213,15 @@ _DECISION_RE = re.compile(
     b'"(?:' + b"|".join(re.escape(lit[1:-1]) for lit in _DECISION_LITERALS) + b')"'
 )
 
-# 19 digits in a row: maybe an integer orjson would turn into a float.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# 19 digits in a row: maybe an integer orjson would turn into a float. Found by
+# mapping digits to "0" and every other byte to " " (bytes.translate is ~10x
+# faster than the regex [0-9]{19}, which has no literal prefix to skip with).
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_NINETEEN_DIGITS = b"0" * 19
+
+
+def _long_digits(raw: bytes) -> bool:
+    return _NINETEEN_DIGITS in raw.translate(_DIGITS_AS_ZEROS)
 
 
 def _maybe_duplicated(raw: bytes) -> bool:
@@ -354,7 +361,7 @@ def parse(raw: bytes) -> Message:
     except (orjson.JSONDecodeError, TypeError):
         strict = True
     else:
-        if _maybe_duplicated(raw) or _LONG_DIGITS.search(raw):
+        if _maybe_duplicated(raw) or _long_digits(raw):
             strict = True
         elif isinstance(body, list):
             strict = True  # batch elements are re-serialized: decode them exactly
