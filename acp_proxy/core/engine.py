@@ -292,7 +292,9 @@ class ProxyCore:
         self._drop(out, m, source, "invalid_message", reason)
 
     def _ambiguous(self, source: Peer, m: Message, out: list[Action]) -> None:
-        reason = "duplicate keys in decision fields (method, id, params, sessionId, update)"
+        reason = m.reason or (
+            "duplicate keys in decision fields (method, id, params, sessionId, update)"
+        )
         body = m.body if isinstance(m.body, dict) else {}
         dups: set[str] = getattr(body, "dups", set())
         if m.kind is Kind.REQUEST:

@@ -9,7 +9,11 @@ Parser-differential guard: a message whose decision fields are ambiguous
 ``params.update``, see ``_DECISION_KEYS``) is flagged ``ambiguous`` so the
 policy can refuse it rather than forward something the peer may read
 differently. Other duplicate keys are content: the verdict must not depend on
-which decoder happened to read the frame.
+which decoder happened to read the frame. The official Python SDK validates
+params with pydantic ``populate_by_name``, so it also reads ``session_id`` as
+``sessionId`` (and ``session_update`` ...): a non-extension request or
+notification spelling a decision key in snake_case in ``params`` or
+``params.update`` is flagged ``ambiguous`` too (ACP is camelCase on the wire).
 
 The fast path uses ``orjson``; a frame ``orjson`` refuses (lone surrogates,
 ``1e400``), one that may hold an integer beyond 64 bits (``orjson`` turns those
@@ -73,9 +77,10 @@ class Message:
         id: the request/response id (``str`` or ``int``), or ``None``.
         method: the method name of a request or notification, else ``None``.
         params: ``params`` when it is a JSON object, else ``None``.
-        reason: why the frame is ``INVALID``, else ``None``.
+        reason: why the frame is ``INVALID`` (or ``ambiguous``), else ``None``.
         parse_error: True when the frame is not JSON at all (code -32700).
-        ambiguous: True when a decision field is duplicated (see module doc).
+        ambiguous: True when a decision field is duplicated, or spelled in
+            snake_case (see module doc); ``reason`` then says which.
         malformed_error: True for an error response whose ``error`` lacks an
             integer ``code`` or a string ``message`` (forwarded, but counted).
         items: the classified elements of a ``BATCH``.
@@ -249,6 +254,22 @@ def _ambiguous(body: dict[str, Any]) -> bool:
     return False
 
 
+# snake_case spellings that pydantic peers (populate_by_name) read as decision keys.
+_SNAKE_KEYS = (
+    frozenset({"session_id"}),
+    frozenset({"session_update", "session_id", "sender_session_id", "recipient_session_id"}),
+)
+SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_update, ...)"
+
+
+def _snake_case(params: dict[str, Any]) -> bool:
+    in_params, in_update = _SNAKE_KEYS
+    if not in_params.isdisjoint(params):
+        return True
+    update = params.get("update")
+    return isinstance(update, dict) and not in_update.isdisjoint(update)
+
+
 def _valid_id(v: Any) -> bool:
     t = type(v)
     return t is str or t is int
@@ -308,6 +329,9 @@ def classify(raw: bytes, body: Any) -> Message:
             return m
         m.method = method
         m.params = params if isinstance(params, dict) else None
+        if m.params is not None and not method.startswith("_") and _snake_case(m.params):
+            m.ambiguous = True
+            m.reason = SNAKE_CASE_REASON
         if rid is _MISSING:
             m.kind = Kind.NOTIFICATION
         elif _valid_id(rid):

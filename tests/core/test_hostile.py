@@ -1,0 +1,69 @@
+"""Hostile input against the pure core: parser differentials, bypass attempts, bounds."""
+
+from __future__ import annotations
+
+from corekit import (
+    AGENT,
+    CLIENT,
+    announce,
+    assert_accounting,
+    audits,
+    chunk,
+    decoded,
+    enc,
+    notif,
+    open_session,
+    req,
+    sends,
+    update,
+)
+
+from acp_proxy.core.engine import ProxyCore
+
+
+def _core_with_child() -> ProxyCore:
+    core = ProxyCore()
+    open_session(core, "P")
+    core.receive(AGENT, announce("P", "C", capabilities=None), 0.0)
+    return core
+
+
+def test_snake_case_session_id_mutation_never_reaches_the_agent() -> None:
+    """A mutation naming the child as ``session_id`` (read by pydantic SDKs) is refused."""
+    core = _core_with_child()
+    out = core.receive(CLIENT, req(1, "session/prompt", {"session_id": "C", "prompt": []}), 0.0)
+    assert sends(out, AGENT) == []
+    [answer] = sends(out, CLIENT)
+    assert decoded(answer)["id"] == 1
+    assert "error" in decoded(answer)
+    out = core.receive(CLIENT, notif("session/cancel", {"session_id": "C"}), 0.0)
+    assert sends(out, AGENT) == []
+    assert audits(out, "notification_dropped")
+    batch = b"[" + req(2, "session/prompt", {"sessionId": "P", "session_id": "C"}) + b"]"
+    assert sends(core.receive(CLIENT, batch, 0.0), AGENT) == []
+    assert_accounting(core)
+
+
+def test_snake_case_session_id_cannot_smuggle_child_traffic_past_the_hold() -> None:
+    """Agent traffic naming an unannounced child as ``session_id`` never reaches the client."""
+    core = ProxyCore()
+    open_session(core, "P")
+    smuggled = enc(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "session_id": "C",
+                "update": {"session_update": "agent_message_chunk", "content": {}},
+            },
+        }
+    )
+    out = core.receive(AGENT, smuggled, 0.0)
+    assert sends(out, CLIENT) == []
+    out = core.receive(AGENT, update("P", {"sessionUpdate": "x", "sender_session_id": "C"}), 0.0)
+    assert sends(out, CLIENT) == []
+    # ordinary camelCase traffic and extensions are untouched
+    assert sends(core.receive(AGENT, chunk("P", "hi"), 0.0), CLIENT) == [chunk("P", "hi")]
+    ext = notif("_vendor/x", {"session_id": "C"})
+    assert sends(core.receive(AGENT, ext, 0.0), CLIENT) == [ext]
+    assert_accounting(core)
