@@ -23,12 +23,33 @@ __all__ = ["forward_signals", "run_stdio_process"]
 log = logging.getLogger("acp_proxy")
 
 
-async def forward_signals(agent: AgentProcess) -> None:
-    """Passes SIGINT and SIGTERM received by the proxy on to the agent, until cancelled."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            log.info("passing signal %d on to the agent", signum)
-            agent.send_signal(signum)
+async def forward_signals(agent: AgentProcess, kill_after_seconds: float | None = None) -> None:
+    """Passes SIGINT and SIGTERM received by the proxy on to the agent, until cancelled.
+
+    Args:
+        agent: the agent process.
+        kill_after_seconds: after a SIGTERM, an agent still running this long
+            later is killed (an agent ignoring SIGTERM must not keep the proxy
+            alive, nor be orphaned when the proxy is then killed); ``None``: never.
+    """
+
+    async def kill_later() -> None:
+        assert kill_after_seconds is not None
+        with trio.move_on_after(kill_after_seconds):
+            await agent.wait()
+            return
+        log.warning("agent still running %.1fs after SIGTERM; killing it", kill_after_seconds)
+        agent.kill()
+
+    async with trio.open_nursery() as nursery:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            escalating = False
+            async for signum in signals:
+                log.info("passing signal %d on to the agent", signum)
+                agent.send_signal(signum)
+                if signum == signal.SIGTERM and kill_after_seconds is not None and not escalating:
+                    escalating = True
+                    nursery.start_soon(kill_later)
 
 
 def agent_relay(
@@ -90,7 +111,7 @@ async def run_stdio_process(
     core = ProxyCore(config)
     relay = agent_relay(core, client, agent, config, audit)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(forward_signals, agent)
+        nursery.start_soon(forward_signals, agent, config.process.kill_after_seconds)
         nursery.start_soon(agent.watch_exit, config.process.grace_seconds)
         result = await relay.run()
         nursery.cancel_scope.cancel()

@@ -124,6 +124,10 @@ class AgentProcess:
             with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(sig)
 
+    def kill(self) -> None:
+        """Sends SIGKILL (ignored once the agent has exited)."""
+        self.send_signal(signal.SIGKILL)
+
     async def stop(self, grace_seconds: float, kill_after_seconds: float) -> int:
         """Closes the agent's stdin, waits ``grace_seconds``, then SIGTERM, then SIGKILL.
 
