@@ -1,0 +1,101 @@
+"""The benchmark runs end to end at tiny sizes and reports every figure.
+
+Not a timed test: no thresholds on speed, only that each figure exists and is
+a positive number.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from acp_proxy import _bench_peer, bench
+
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "throughput_1k_msgs_per_s": ("direct", "relay", "proxy"),
+    "throughput_200b_msgs_per_s": ("direct", "relay", "proxy"),
+    "throughput_1mib_msgs_per_s": ("direct", "relay", "proxy"),
+    "added_latency_ms": ("p50", "p99"),
+    "peak_rss_mib": ("stream", "flood", "messages_1mib"),
+    "json_parse_us": ("json", "orjson"),
+}
+POSITIVE = ("throughput_ratio_1k_vs_relay", "throughput_ratio_1k_vs_direct")
+# CPU time comes in clock ticks (10 ms): at smoke sizes it may round to 0.
+NON_NEGATIVE = ("cpu_us_per_msg",)
+
+
+@pytest.fixture(scope="module")
+def smoke_result() -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_proxy.bench", "--preset", "smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    result: dict[str, Any] = json.loads(last)
+    return result
+
+
+def test_last_line_has_every_required_figure(smoke_result: dict[str, Any]) -> None:
+    """The JSON line carries every required key, each a positive number."""
+    for key, subkeys in REQUIRED.items():
+        for sub in subkeys:
+            value = smoke_result[key][sub]
+            assert isinstance(value, int | float), (key, sub, value)
+            # The proxy may add no measurable latency at smoke sizes: >= 0.
+            assert value > 0 or (key == "added_latency_ms" and value == 0), (key, sub, value)
+    for key in POSITIVE:
+        assert isinstance(smoke_result[key], int | float), key
+        assert smoke_result[key] > 0, key
+    for key in NON_NEGATIVE:
+        assert isinstance(smoke_result[key], int | float), key
+        assert smoke_result[key] >= 0, key
+
+
+def test_scaling_and_targets_are_reported(smoke_result: dict[str, Any]) -> None:
+    """Session scaling, the mixed turn and the pass/fail of each target are in the JSON."""
+    for figures in smoke_result["scaling_sessions"].values():
+        assert figures["msgs_per_s"] > 0
+        assert figures["peak_rss_mib"] > 0
+    assert smoke_result["mixed_turn"]["msgs_per_s"]["proxy"] > 0
+    assert all(isinstance(v, bool) for v in smoke_result["targets"].values())
+    assert len(smoke_result["targets"]) == 5
+
+
+def test_mixed_turn_duplicates_are_removed_by_the_proxy_only(
+    smoke_result: dict[str, Any],
+) -> None:
+    """The baselines deliver every line of the mixed turn; the proxy removes duplicates."""
+    mixed = smoke_result["mixed_turn"]
+    assert mixed["delivered"]["direct"] == mixed["messages"]
+    assert mixed["delivered"]["relay"] == mixed["messages"]
+    assert 0 < mixed["delivered"]["proxy"] < mixed["messages"]
+
+
+def test_relay_baseline_forwards_lines_unchanged() -> None:
+    """The zero-inspection relay splits any chunking into the same lines, byte for byte."""
+    lines = [_bench_peer.stream_line("s0", 300, k) for k in range(5)]
+    script = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"
+    proc = subprocess.run(
+        bench.variant_cmd("relay", [sys.executable, "-c", script]),
+        input=b"".join(lines),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    assert proc.stdout == b"".join(lines)
+
+
+def test_percentile_is_nearest_rank() -> None:
+    """p50 and p99 of 1..100 are 50 and 99."""
+    values = [float(v) for v in range(100, 0, -1)]
+    assert bench.percentile(values, 50) == 50.0
+    assert bench.percentile(values, 99) == 99.0
+    assert bench.percentile([3.0], 99) == 3.0
