@@ -144,12 +144,15 @@ class HoldConfig:
         timeout_seconds: per held session, from its first held message.
         max_messages_per_session: held messages of one session.
         max_bytes: all held messages together, in bytes.
+        max_sessions: sessions held at once; a new one beyond it expires the
+            oldest held session (bounds per-session bookkeeping).
         on_expire: ``"release"`` or ``"drop"`` on timeout or overflow.
     """
 
     timeout_seconds: float = attrs.field(default=10.0, validator=_positive)
     max_messages_per_session: int = attrs.field(default=1000, validator=_positive)
     max_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
+    max_sessions: int = attrs.field(default=1024, validator=_positive)
     on_expire: str = attrs.field(default="release", validator=_on_expire)
 
 

@@ -327,7 +327,7 @@ class ProxyCore:
                 self._mutations,
                 method,
                 sid,
-                held=sid is not None and sid in self.hold,
+                unestablished=sid is not None and self._unestablished(sid),
             )
             if rejection is not None:
                 self._n["rejected_mutations"] += 1
@@ -368,6 +368,13 @@ class ProxyCore:
             self._forward(out, Peer.AGENT, m.raw)
             return
         self._response(Peer.CLIENT, m, now, out)
+
+    def _unestablished(self, sid: str) -> bool:
+        """Named by the agent but neither created, loaded nor announced to the client."""
+        reg = self.registry
+        if sid in reg.provisional:
+            return True
+        return not reg.is_known(sid) and (sid in self.hold or self.hold.announces(sid))
 
     def _track(self, requester: Peer, m: Message, out: list[Action]) -> bool:
         """Records a request in flight; answers it and returns False if it cannot be."""

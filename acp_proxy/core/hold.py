@@ -2,9 +2,10 @@
 
 DESIGN.md section 3, "Hold buffer". Messages are held per session id in
 arrival order. Bounds: ``max_messages_per_session``, ``max_bytes`` over all
-held messages, and ``timeout_seconds`` per held session counted from its
-first held message. The buffer only stores and evicts; the engine decides
-what release or drop means.
+held messages, ``max_sessions`` held at once, and ``timeout_seconds`` per
+held session counted from its first held message. Only the raw bytes are
+kept while held; messages are parsed again on release. The buffer only
+stores and evicts; the engine decides what release or drop means.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from collections import deque
 import attrs
 
 from acp_proxy.config import HoldConfig
-from acp_proxy.core.jsonrpc import Message
+from acp_proxy.core.jsonrpc import Message, parse
 
-__all__ = ["Evicted", "HoldBuffer"]
+__all__ = ["Evicted", "HoldBuffer", "announced_child"]
 
 
 @attrs.define
 class _Held:
     first_at: float
-    messages: deque[Message] = attrs.field(factory=deque)
+    # (raw frame, child id it announces or None); only bytes are kept, the
+    # parsed form is rebuilt on release (held traffic is cold, memory is not)
+    entries: deque[tuple[bytes, str | None]] = attrs.field(factory=deque)
     nbytes: int = 0
 
 
@@ -33,12 +36,25 @@ class Evicted:
     Attributes:
         session_id: the held session id.
         messages: its held messages, in arrival order.
-        reason: ``"timeout"``, ``"max_messages_per_session"`` or ``"max_bytes"``.
+        reason: ``"timeout"``, ``"max_messages_per_session"``, ``"max_bytes"``,
+            ``"max_sessions"`` or the caller's reason (``"agent_exited"``).
     """
 
     session_id: str
     messages: list[Message]
     reason: str
+
+
+def announced_child(msg: Message) -> str | None:
+    """The child id a ``subagent_update`` notification names, else ``None``."""
+    if msg.method != "session/update" or msg.params is None:
+        return None
+    upd = msg.params.get("update")
+    if type(upd) is dict and upd.get("sessionUpdate") == "subagent_update":
+        cid = upd.get("sessionId")
+        if type(cid) is str:
+            return cid
+    return None
 
 
 class HoldBuffer:
@@ -55,6 +71,7 @@ class HoldBuffer:
         self._held: dict[str, _Held] = {}
         self.total_bytes = 0
         self.total_messages = 0
+        self._announcing: dict[str, int] = {}  # child id -> held announcements naming it
 
     def __contains__(self, session_id: str) -> bool:
         return session_id in self._held
@@ -78,7 +95,7 @@ class HoldBuffer:
         size = len(msg.raw)
         evicted: list[Evicted] = []
         h = self._held.get(session_id)
-        if h is not None and len(h.messages) >= cfg.max_messages_per_session:
+        if h is not None and len(h.entries) >= cfg.max_messages_per_session:
             ev = self._evict(session_id, "max_messages_per_session")
             ev.messages.append(msg)
             return [ev]
@@ -91,15 +108,24 @@ class HoldBuffer:
         while self.total_bytes + size > cfg.max_bytes and self._held:
             oldest = next(iter(self._held))
             evicted.append(self._evict(oldest, "max_bytes"))
-            if oldest == session_id:
-                h = None
-        if h is None or session_id not in self._held:
+        if session_id not in self._held:
+            while len(self._held) >= cfg.max_sessions:
+                evicted.append(self._evict(next(iter(self._held)), "max_sessions"))
             h = self._held[session_id] = _Held(first_at=now)
-        h.messages.append(msg)
+        else:
+            h = self._held[session_id]
+        child = announced_child(msg)
+        if child is not None:
+            self._announcing[child] = self._announcing.get(child, 0) + 1
+        h.entries.append((msg.raw, child))
         h.nbytes += size
         self.total_bytes += size
         self.total_messages += 1
         return evicted
+
+    def announces(self, session_id: str) -> bool:
+        """True when a held ``subagent_update`` names ``session_id`` as its child."""
+        return session_id in self._announcing
 
     def take(self, session_id: str) -> list[Message]:
         """Removes and returns the messages held for ``session_id`` (in order)."""
@@ -107,8 +133,18 @@ class HoldBuffer:
         if h is None:
             return []
         self.total_bytes -= h.nbytes
-        self.total_messages -= len(h.messages)
-        return list(h.messages)
+        self.total_messages -= len(h.entries)
+        out: list[Message] = []
+        announcing = self._announcing
+        for raw, child in h.entries:
+            if child is not None:
+                left = announcing[child] - 1
+                if left:
+                    announcing[child] = left
+                else:
+                    del announcing[child]
+            out.append(parse(raw))
+        return out
 
     def next_deadline(self) -> float | None:
         """The earliest expiry time (seconds on the core's clock), or ``None``."""

@@ -60,7 +60,7 @@ def check_mutation(
     method: str,
     session_id: str | None,
     *,
-    held: bool = False,
+    unestablished: bool = False,
 ) -> Rejection | None:
     """Decides whether a client message may reach the agent.
 
@@ -69,8 +69,10 @@ def check_mutation(
         mutations: client method -> capability key required on a child.
         method: the client message's method.
         session_id: its ``params.sessionId`` when a string, else ``None``.
-        held: True when agent traffic for ``session_id`` is being held (the
-            client cannot know the session yet, so it may be an unannounced child).
+        unestablished: True when the agent has named ``session_id`` without
+            establishing it (its traffic or its announcement is held, or its
+            traffic was released on hold expiry): it may be a child whose
+            capabilities the proxy has not seen, so mutations fail closed.
 
     Returns:
         ``None`` to forward, or the :class:`Rejection`.
@@ -82,7 +84,7 @@ def check_mutation(
         return None
     child = registry.child(session_id)
     if child is None:
-        if held and not registry.is_known(session_id):
+        if unestablished:
             return Rejection(session_id, method, capability, "session_not_announced")
         return None
     if child.permits(capability):

@@ -14,6 +14,7 @@ from corekit import (
     chunk,
     decoded,
     events,
+    notif,
     open_session,
     reports,
     req,
@@ -276,7 +277,7 @@ def test_hold_buffer_bounds_directly() -> None:
     assert buf.total_bytes == 90
     assert "A" not in buf
     assert list(buf._held) == ["B", "C", "D"]
-    assert buf.take("C") == [m30]
+    assert [m.raw for m in buf.take("C")] == [m30.raw]
     assert (buf.total_bytes, buf.total_messages, len(buf)) == (60, 2, 2)
     assert buf.take("nope") == []
 
@@ -414,3 +415,53 @@ def test_announcement_naming_an_ordinary_session_stays_invalid() -> None:
     out = core.receive(AGENT, announce("P", "Q"), 1.0)
     assert "invalid_subagent_update" in events(out)
     assert core.registry.child("Q") is None
+
+
+def test_max_sessions_expires_the_oldest_held_session() -> None:
+    """Holding traffic for more than max_sessions sessions expires the oldest one."""
+    core = parent_core(max_sessions=2)
+    core.receive(AGENT, chunk("A", "a"), 0.0)
+    core.receive(AGENT, chunk("B", "b"), 0.0)
+    out = core.receive(AGENT, chunk("C", "c"), 0.0)
+    [rec] = audits(out, "hold_expired")
+    assert rec.fields["sessionId"] == "A"
+    assert "max_sessions" in rec.fields["reason"]
+    assert [decoded(m)["params"]["sessionId"] for m in sends(out, CLIENT)] == ["A"]
+    assert len(core.hold) == 2
+    assert_accounting(core)
+
+
+def test_mutation_on_child_whose_announcement_is_held_is_refused() -> None:
+    """A client mutation naming a child announced only in held traffic fails closed."""
+    core = core_with()
+    core.receive(AGENT, announce("P", "C", capabilities=None), 0.0)  # P unknown: held
+    out = core.receive(CLIENT, req(1, "session/prompt", {"sessionId": "C", "prompt": []}), 0.0)
+    assert sends(out, AGENT) == []
+    [rec] = audits(out, "mutation_rejected")
+    assert rec.fields["reason"] == "session_not_announced"
+
+
+def test_mutation_on_session_released_by_timeout_is_refused() -> None:
+    """A session known only because its held traffic expired cannot be mutated."""
+    core = parent_core(timeout_seconds=1.0)
+    core.receive(AGENT, chunk("X", "leak"), 0.0)
+    core.handle_timer(1.0)
+    out = core.receive(CLIENT, notif("session/cancel", {"sessionId": "X"}), 2.0)
+    assert sends(out, AGENT) == []
+    assert "notification_dropped" in events(out)
+    # a session the agent never named passes: the agent decides
+    out = core.receive(CLIENT, notif("session/cancel", {"sessionId": "never-seen"}), 2.0)
+    assert len(sends(out, AGENT)) == 1
+
+
+def test_held_messages_keep_only_bytes() -> None:
+    """Held entries are raw bytes; released messages are parsed again, equal to the input."""
+    buf = HoldBuffer(HoldConfig())
+    raw = chunk("C", "x")
+    buf.hold("C", parse(raw), 0.0)
+    [(stored, child)] = buf._held["C"].entries
+    assert type(stored) is bytes
+    assert child is None
+    [m] = buf.take("C")
+    assert m.raw == raw
+    assert m.method == "session/update"

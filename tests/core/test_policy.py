@@ -310,7 +310,7 @@ def test_check_mutation_unit() -> None:
         "C", "session/prompt", "prompt"
     )
     assert check_mutation(reg, table, "session/prompt", "U") is None
-    rej = check_mutation(reg, table, "session/prompt", "U", held=True)
+    rej = check_mutation(reg, table, "session/prompt", "U", unestablished=True)
     assert rej is not None
     assert rej.reason == "session_not_announced"
 
