@@ -129,11 +129,15 @@ class LimitsConfig:
             request beyond it is answered with an error by the proxy.
         channel_messages: capacity of each internal memory channel, in
             messages (backpressure bound).
+        max_children: child sessions kept in the registry; an announcement
+            beyond it is dropped (fail closed: the child's traffic is then held
+            and expires, and client mutations on it are refused).
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
     max_pending_requests: int = attrs.field(default=65536, validator=_positive)
     channel_messages: int = attrs.field(default=64, validator=_positive)
+    max_children: int = attrs.field(default=10000, validator=_positive)
 
 
 @attrs.frozen

@@ -98,7 +98,7 @@ class ProxyCore:
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
-        self.registry = Registry()
+        self.registry = Registry(self.config.limits.max_children)
         self.hold = HoldBuffer(self.config.hold)
         self.dedup = StateDedup()
         self._mutations = self.config.enforcement.child_mutations
@@ -642,6 +642,10 @@ class ProxyCore:
             self._forward(out, Peer.CLIENT, data)
             return []
         outcome = reg.apply(parent, view, now)
+        if outcome is UpdateOutcome.REFUSED:
+            limit = self.config.limits.max_children
+            self._drop(out, m, Peer.AGENT, "notification_dropped", f"limits.max_children ({limit})")
+            return []
         if outcome is UpdateOutcome.INVALID:
             self._audit(
                 out,

@@ -59,6 +59,7 @@ class UpdateOutcome(enum.Enum):
     UPDATED = "updated"
     UNCHANGED = "unchanged"
     INVALID = "invalid"
+    REFUSED = "refused"
 
 
 class Registry:
@@ -68,13 +69,15 @@ class Registry:
     buffer asks :meth:`is_known` before delivering agent traffic.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_children: int = 10000) -> None:
+        self.max_children = max_children
         self.known: set[str] = set()
         self.children: dict[str, Child] = {}
         # Known without being established as an ordinary session or a child:
         # held traffic released by hold.on_expire = "release". A later
-        # announcement may still make such a session a child.
-        self.provisional: set[str] = set()
+        # announcement may still make such a session a child. Insertion
+        # ordered; the oldest are forgotten beyond max_children.
+        self.provisional: dict[str, None] = {}
 
     def is_known(self, session_id: str) -> bool:
         """True once the client could know ``session_id``."""
@@ -92,12 +95,16 @@ class Registry:
                 an ordinary session.
         """
         if not provisional:
-            self.provisional.discard(session_id)
+            self.provisional.pop(session_id, None)
         if session_id in self.known:
             return False
         self.known.add(session_id)
         if provisional:
-            self.provisional.add(session_id)
+            self.provisional[session_id] = None
+            while len(self.provisional) > self.max_children:
+                oldest = next(iter(self.provisional))
+                del self.provisional[oldest]
+                self.known.discard(oldest)  # its later traffic is held again
         return True
 
     def child(self, session_id: str) -> Child | None:
@@ -134,7 +141,7 @@ class Registry:
         later ones patch its metadata (the parent is kept). An update that
         would make a session its own ancestor, or that names a session the
         client already knows as an ordinary session, is ``INVALID`` and changes
-        nothing.
+        nothing; an announcement beyond ``max_children`` is ``REFUSED``.
 
         Args:
             parent_id: ``params.sessionId`` of the carrying notification.
@@ -150,7 +157,9 @@ class Registry:
             ordinary = sid in self.known and sid not in self.provisional
             if sid == parent_id or ordinary or sid in self.ancestors(parent_id):
                 return UpdateOutcome.INVALID
-            self.provisional.discard(sid)
+            if len(self.children) >= self.max_children:
+                return UpdateOutcome.REFUSED
+            self.provisional.pop(sid, None)
             c = Child(session_id=sid, parent_id=parent_id, announced_at=now)
             self._patch(c, view)
             self.children[sid] = c

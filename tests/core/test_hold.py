@@ -465,3 +465,20 @@ def test_held_messages_keep_only_bytes() -> None:
     [m] = buf.take("C")
     assert m.raw == raw
     assert m.method == "session/update"
+
+
+def test_announcement_beyond_max_children_is_dropped_and_fails_closed() -> None:
+    """Past limits.max_children an announcement is dropped, and mutations on that child refused."""
+    from acp_proxy.config import LimitsConfig
+
+    core = ProxyCore(Config(limits=LimitsConfig(max_children=1)))
+    open_session(core, "P")
+    core.receive(AGENT, announce("P", "A"), 0.0)
+    out = core.receive(AGENT, announce("P", "B", capabilities={"prompt": {}}), 0.0)
+    assert sends(out) == []
+    [rec] = audits(out, "notification_dropped")
+    assert "max_children" in rec.fields["reason"]
+    core.receive(AGENT, chunk("B", "held"), 0.0)
+    out = core.receive(CLIENT, req(9, "session/prompt", {"sessionId": "B", "prompt": []}), 0.0)
+    assert sends(out, AGENT) == []
+    assert_accounting(core)

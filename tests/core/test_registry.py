@@ -410,3 +410,24 @@ def test_unset_repr() -> None:
     """UNSET prints as UNSET and is the only Unset value."""
     assert repr(UNSET) == "UNSET"
     assert list(Unset) == [UNSET]
+
+
+def test_announcements_beyond_max_children_are_refused() -> None:
+    """The registry keeps at most max_children children; the next announcement is REFUSED."""
+    reg = Registry(max_children=2)
+    reg.mark_known("P")
+    for cid, expected in (("A", "announced"), ("B", "announced"), ("C", "refused")):
+        view = view_subagent_update({"sessionId": cid})
+        assert view is not None
+        assert reg.apply("P", view, 0.0).value == expected
+    assert set(reg.children) == {"A", "B"}
+    assert not reg.is_known("C")
+
+
+def test_provisional_ids_are_bounded() -> None:
+    """Provisional ids beyond max_children are forgotten oldest first (and become unknown)."""
+    reg = Registry(max_children=2)
+    for sid in "XYZ":
+        reg.mark_known(sid, provisional=True)
+    assert list(reg.provisional) == ["Y", "Z"]
+    assert not reg.is_known("X")
