@@ -7,8 +7,10 @@ reaches the proxy's stderr byte for byte and can never stall the relay.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
 
 import trio
@@ -55,6 +57,24 @@ class _AgentOutput(trio.abc.ReceiveStream):
         await self._stream.aclose()
 
 
+def _die_with_parent() -> None:
+    """In the agent, before exec: SIGTERM it when the proxy dies (Linux ``prctl``).
+
+    So an agent is never orphaned, even when the proxy is SIGKILLed.
+    Elsewhere this does nothing.
+    """
+    if sys.platform != "linux":
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def exit_status(returncode: int) -> int:
     """Maps a ``Popen.returncode`` to a shell exit status (signal N -> 128+N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -95,6 +115,7 @@ class AgentProcess:
             stdout=subprocess.PIPE,
             stderr=None,
             env=env,
+            preexec_fn=_die_with_parent,
         )
         return cls(proc, max_message_bytes)
 

@@ -32,3 +32,33 @@ async def test_sigterm_to_proxy_kills_an_agent_that_ignores_it(tmp_path: Path) -
             assert answer["error"]["code"] == -32603
             assert await proxy.wait() == 128 + signal.SIGKILL
             assert 0.4 <= trio.current_time() - start < 10
+
+
+async def test_agent_is_terminated_when_the_proxy_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the proxy still ends its agent (the agent gets SIGTERM, never orphaned)."""
+    import os
+    import sys
+
+    pidfile = tmp_path / "agent.pid"
+    agent = (
+        "import os, sys, time\n"
+        f"open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(60)\n"
+    )
+    with trio.fail_after(TIMEOUT):
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "acp_proxy", "--", sys.executable, "-c", agent],
+            stdin=-1,
+            stdout=-1,
+        )
+        while not pidfile.exists() or not pidfile.read_text():  # noqa: ASYNC110 (another process writes it)
+            await trio.sleep(0.05)
+        agent_pid = int(pidfile.read_text())
+        proc.kill()
+        await proc.wait()
+        while True:
+            try:
+                os.kill(agent_pid, 0)
+            except ProcessLookupError:
+                break
+            await trio.sleep(0.05)
