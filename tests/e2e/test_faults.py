@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from acp_proxy.relay import DEFAULT_MAX_QUEUED_BYTES
-
 from .e2ekit import (
     AgentSide,
     agent_next_is_ping,
@@ -192,11 +190,13 @@ async def test_agent_output_is_drained_after_exit_however_slow_the_client(
     the grace period the client still receives every message, then EOF and the status."""
     if _pipe_max_bytes() < MIB:
         pytest.skip("needs pipes of 1 MiB (fs.pipe-max-size)")
-    cfg = write_config(tmp_path / "c.toml", "[process]\ngrace_seconds = 0.2\n")
-    # More than the relay queues (so its reader waits), less than that plus the pipe
-    # (so the agent can finish writing and exit).
-    size = 64 * 1024
-    count = (DEFAULT_MAX_QUEUED_BYTES + MIB // 2) // size
+    # With one-batch channels the relay holds 3 to 5 of these 256 KiB messages before
+    # its reader waits; the 1 MiB pipe takes the rest, so the agent can finish and
+    # exit while its reader is held back with output still in the pipe.
+    cfg = write_config(
+        tmp_path / "c.toml", "[limits]\nchannel_messages = 1\n[process]\ngrace_seconds = 0.2\n"
+    )
+    size, count = 256 * 1024, 6
     agent = (
         "import fcntl, json, os, sys\n"
         "fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ: up to 1 MiB can wait in the pipe\n"
@@ -212,7 +212,9 @@ async def test_agent_output_is_drained_after_exit_however_slow_the_client(
     cmd = [*proxy_command("--config", str(cfg)), sys.executable, "-c", agent]
     with trio.fail_after(TIMEOUT):
         async with open_proxy(cmd) as proxy:
-            await proxy.wait_for_stderr("agent: all written\n")
+            with trio.move_on_after(10):
+                await proxy.wait_for_stderr("agent: all written\n")
+            assert "agent: all written" in proxy.stderr_text(), proxy.stderr_text()[-3000:]
             await trio.sleep(1.0)  # the agent has exited; the proxy is held back for > grace
             for f in frames:
                 assert await proxy.out.recv_line() == f
@@ -253,6 +255,42 @@ async def test_non_json_agent_lines_are_dropped_and_reported() -> None:
             assert "agent stdout line is not JSON, dropped: 'Loading model...'" in err
 
 
+async def test_agent_closing_stdout_but_running_on_is_terminated(tmp_path: Path) -> None:
+    """An agent that closes its stdout but keeps running is terminated after the grace
+    period; the client's pending request is answered with the resulting status."""
+    cfg = write_config(tmp_path / "c.toml", "[process]\ngrace_seconds = 0.3\n")
+    agent = "import os, sys, time\nsys.stdin.readline()\nos.close(1)\ntime.sleep(60)\n"
+    cmd = [*proxy_command("--config", str(cfg)), sys.executable, "-c", agent]
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy(cmd) as proxy:
+            await proxy.send(req(0, "initialize", {"protocolVersion": 1}))
+            reason = "agent exited with status 143"
+            assert await proxy.out.recv_json() == _error(
+                0,
+                -32603,
+                f"acp-proxy: {reason}; initialize got no answer",
+                {"method": "initialize", "sessionId": None, "reason": reason},
+            )
+            assert await proxy.wait() == 143
+            assert b"agent closed stdout but did not exit; terminating it" in (
+                await proxy.all_stderr()
+            )
+
+
+async def test_half_written_last_client_line_is_reported_not_forwarded() -> None:
+    """A client that closes its stdin in the middle of a line: reported, never forwarded."""
+    with trio.fail_after(TIMEOUT):
+        async with bridged_proxy() as (proxy, agent):
+            await client_to_agent(proxy, agent, notif("_x/whole"))
+            half = b'{"jsonrpc":"2.0","id":1,"method":"session/pro'
+            await proxy.send(half)
+            await proxy.close_stdin()
+            await agent.lines.expect_eof()
+            assert await proxy.wait() == 0
+            report = f"client: half-written last line at end of stream ({len(half)} bytes)"
+            assert f"{report}, not forwarded".encode() in await proxy.all_stderr()
+
+
 async def test_agent_response_to_unknown_id_is_dropped(tmp_path: Path) -> None:
     """An agent response to an id the client never sent is dropped and audited."""
     audit = tmp_path / "audit.jsonl"
@@ -284,7 +322,7 @@ async def test_agent_response_to_unknown_id_is_dropped(tmp_path: Path) -> None:
         ),
         pytest.param(
             b"\xff\xfe not utf-8\n",
-            None,  # -32700, message from the decoder
+            None,  # -32700: message from the decoder
             id="not-utf8",
         ),
         pytest.param(
@@ -301,6 +339,21 @@ async def test_agent_response_to_unknown_id_is_dropped(tmp_path: Path) -> None:
             b'{"jsonrpc":"2.0","id":7,"method":"x","params":3}\n',
             _error(7, -32600, 'acp-proxy: "params" must be an object or an array'),
             id="scalar-params",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":9,"method":"session/cancel","method":"session/prompt"}\n',
+            _error(
+                9,
+                -32600,
+                "acp-proxy: ambiguous message: duplicate keys in decision fields "
+                "(method, id, params, sessionId, update)",
+            ),
+            id="duplicate-method-key",
+        ),
+        pytest.param(
+            b"[" * 100_000 + b"]" * 100_000 + b"\n",
+            None,  # -32700: nesting too deep to decode
+            id="deeply-nested",
         ),
         pytest.param(
             b"[]\n",

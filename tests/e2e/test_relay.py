@@ -40,6 +40,7 @@ CLIENT_FRAMES = [
     b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}\n',
     '{"jsonrpc":"2.0","method":"_x/raw","params":{"text":"日本語 \u2028 ok"}}   \t\n'.encode(),
     b' {"jsonrpc":"2.0","id":"s-\\"q\\"","method":"_x/array","params":[1,2,3]}\n',
+    b'{"jsonrpc":"2.0","method":"_x/lone","params":{"s":"\\ud800 \\udfff","n":-0.0e-0}}\n',
 ]
 AGENT_FRAMES = [
     b'{ "result" : {"b":2,"a":1,"_meta":{"q":null}} , "id":1, "jsonrpc":"2.0", "extra": 7 }\n',
