@@ -482,3 +482,16 @@ def test_announcement_beyond_max_children_is_dropped_and_fails_closed() -> None:
     out = core.receive(CLIENT, req(9, "session/prompt", {"sessionId": "B", "prompt": []}), 0.0)
     assert sends(out, AGENT) == []
     assert_accounting(core)
+
+
+def test_released_agent_request_is_answered_by_the_client_normally() -> None:
+    """A held agent request, once released, gets the client's response relayed to the agent."""
+    core = parent_core()
+    held = permission(0, "C")
+    assert sends(core.receive(AGENT, held, 0.0)) == []
+    out = core.receive(AGENT, announce("P", "C"), 1.0)
+    assert sends(out, CLIENT)[-1] == held
+    answer = resp(0, {"outcome": {"outcome": "selected", "optionId": "allow"}})
+    assert sends(core.receive(CLIENT, answer, 2.0), AGENT) == [answer]
+    assert core.statistics().pending_agent_requests == 0
+    assert_accounting(core)
