@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
@@ -57,22 +58,99 @@ class _AgentOutput(trio.abc.ReceiveStream):
         await self._stream.aclose()
 
 
+def _load_prctl() -> Callable[[int, int], int] | None:
+    if sys.platform != "linux":
+        return None
+    try:
+        prctl: Callable[[int, int], int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+_PR_SET_PDEATHSIG = 1
+# Resolved here, in the proxy: the child may only call it (no dlopen after fork).
+_PRCTL = _load_prctl()
+
+
 def _die_with_parent() -> None:
     """In the agent, before exec: SIGTERM it when the proxy dies (Linux ``prctl``).
 
     So an agent is never orphaned, even when the proxy is SIGKILLed.
-    Elsewhere this does nothing.
+    Elsewhere this does nothing. The kernel sends the signal when the
+    *thread* that forked the agent ends, so :func:`_spawn` must run in the
+    proxy's main (trio) thread, never in a worker thread (trio's idle
+    workers exit after 10 s, which would end the agent with them).
     """
-    if sys.platform != "linux":
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-_PR_SET_PDEATHSIG = 1
+def _spawn(command: list[str], env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """Forks and execs the agent from the calling thread (see :func:`_die_with_parent`).
+
+    Raises:
+        OSError: the command cannot be executed.
+    """
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        env=env,
+        preexec_fn=_die_with_parent,
+    )
+
+
+class AgentChild:
+    """The started agent process: what the proxy needs of a ``trio.Process``.
+
+    Attributes:
+        pid: the agent's process id.
+        stdin: trio stream to the agent's stdin.
+        stdout: trio stream from the agent's stdout.
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdin is not None
+        assert popen.stdout is not None
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdin = trio.lowlevel.FdStream(os.dup(popen.stdin.fileno()))
+        self.stdout = trio.lowlevel.FdStream(os.dup(popen.stdout.fileno()))
+        popen.stdin.close()
+        popen.stdout.close()
+        self._wait_lock = trio.Lock()
+        self._pidfd: int | None = None
+        if sys.platform == "linux":
+            with contextlib.suppress(OSError, AttributeError):
+                self._pidfd = os.pidfd_open(popen.pid)
+
+    @property
+    def returncode(self) -> int | None:
+        """``Popen.returncode`` (negative N for signal N) once exited, else ``None``."""
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        """Waits for the agent to exit (and reaps it); returns ``Popen.returncode``."""
+        async with self._wait_lock:
+            if self._popen.poll() is None:
+                if self._pidfd is not None:
+                    await trio.lowlevel.wait_readable(self._pidfd)
+                else:
+                    await trio.to_thread.run_sync(self._popen.wait, abandon_on_cancel=True)
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
+        return self._popen.wait()
+
+    def send_signal(self, sig: int) -> None:
+        """Sends ``sig`` unless the agent has already been reaped."""
+        self._popen.send_signal(sig)
+
+    def kill(self) -> None:
+        """Sends SIGKILL unless the agent has already been reaped."""
+        self._popen.kill()
 
 
 def exit_status(returncode: int) -> int:
@@ -87,14 +165,13 @@ class AgentProcess:
     its exit, :meth:`stop` to end it gracefully.
 
     Attributes:
-        process: the ``trio.Process``.
+        process: the :class:`AgentChild` (``pid``, ``returncode``, ``wait``,
+            ``send_signal``, ``kill``).
         transport: frames over the agent's stdout (read) and stdin (write).
     """
 
-    def __init__(self, process: trio.Process, max_message_bytes: int) -> None:
+    def __init__(self, process: AgentChild, max_message_bytes: int) -> None:
         self.process = process
-        assert process.stdout is not None
-        assert process.stdin is not None
         self._output = _AgentOutput(process.stdout)
         self.transport = NdjsonTransport(
             self._output, process.stdin, max_message_bytes, name="agent"
@@ -109,14 +186,8 @@ class AgentProcess:
         Raises:
             OSError: the command cannot be executed (not found, not executable).
         """
-        proc = await trio.lowlevel.open_process(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=None,
-            env=env,
-            preexec_fn=_die_with_parent,
-        )
+        await trio.lowlevel.checkpoint()
+        proc = AgentChild(_spawn(list(command), env))  # in this thread: see _die_with_parent
         return cls(proc, max_message_bytes)
 
     @property

@@ -155,6 +155,20 @@ async def test_signal_to_proxy_is_passed_to_agent(sig: signal.Signals) -> None:
             assert f"bridge-agent: got {sig.name}\n".encode() in await proxy.all_stderr()
 
 
+@pytest.mark.slow
+async def test_quiet_agent_is_left_alone() -> None:
+    """An agent with no traffic for 11 s (longer than trio's 10 s idle worker-thread
+    lifetime) is not signalled: nothing tied to a proxy thread ends it."""
+    with trio.fail_after(TIMEOUT + 11):
+        async with bridged_proxy(agent_args=["--signal-exit", "42"]) as (proxy, agent):
+            await handshake_v1(proxy, agent)
+            await trio.sleep(11)
+            await exchange(proxy, agent, req(2, "_x/still-there", {}), ok(2, {}))
+            await proxy.close_stdin()
+            assert await proxy.wait() == 0
+            assert b"bridge-agent: got" not in await proxy.all_stderr()
+
+
 async def test_client_eof_closes_agent_stdin_and_agent_exits_without_waiting(
     tmp_path: Path,
 ) -> None:
