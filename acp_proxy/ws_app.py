@@ -174,6 +174,7 @@ class _Listener:
                         nursery.start_soon(client.aclose, CLOSE_GOING_AWAY, "acp-proxy is stopping")
                     ping = (cfg.listen.ping_interval_seconds, cfg.listen.ping_timeout_seconds)
                     nursery.start_soon(client.keepalive, *ping)
+                    nursery.start_soon(agent.watch_exit, cfg.process.grace_seconds)
                     result = await relay.run()
                     nursery.cancel_scope.cancel()
             finally:
