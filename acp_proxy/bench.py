@@ -664,35 +664,31 @@ def parser_comparison(number: int) -> dict[str, dict[str, float]]:
     :func:`acp_proxy.core.jsonrpc._maybe_duplicated`. ``parse``: the proxy's
     whole :func:`acp_proxy.core.jsonrpc.parse`.
     """
-    import orjson
+    import msgspec
 
     from acp_proxy.core import jsonrpc
 
-    decoders: dict[str, Callable[[bytes], Any]] = {
-        "json": json.loads,
-        "orjson": orjson.loads,
-    }
+    decoders: dict[str, Callable[[bytes], Any]] = {"json": json.loads}
     try:
-        import msgspec
+        import orjson  # installed with the [test] extra; not a runtime dependency
     except ImportError:
         pass
     else:
-        # Only the fields decisions need; the rest is skipped (still validated).
-        upd = msgspec.defstruct("Update", [("sessionUpdate", Any, None)])
-        params = msgspec.defstruct(
-            "Params", [("sessionId", Any, None), ("update", upd | None, None)]
-        )
-        envelope = msgspec.defstruct(
-            "Envelope",
-            [
-                ("jsonrpc", Any, None),
-                ("id", Any, None),
-                ("method", Any, None),
-                ("params", params | None, None),
-            ],
-        )
-        decoders["msgspec"] = msgspec.json.Decoder().decode
-        decoders["msgspec_struct"] = msgspec.json.Decoder(envelope).decode
+        decoders["orjson"] = orjson.loads
+    # Only the fields decisions need; the rest is skipped (still validated).
+    upd = msgspec.defstruct("Update", [("sessionUpdate", Any, None)])
+    params = msgspec.defstruct("Params", [("sessionId", Any, None), ("update", upd | None, None)])
+    envelope = msgspec.defstruct(
+        "Envelope",
+        [
+            ("jsonrpc", Any, None),
+            ("id", Any, None),
+            ("method", Any, None),
+            ("params", params | None, None),
+        ],
+    )
+    decoders["msgspec"] = msgspec.json.Decoder().decode
+    decoders["msgspec_struct"] = msgspec.json.Decoder(envelope).decode
     decoders["dup_guard"] = jsonrpc._maybe_duplicated
     decoders["parse"] = jsonrpc.parse
     out: dict[str, dict[str, float]] = {}

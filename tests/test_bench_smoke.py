@@ -21,7 +21,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "throughput_1mib_msgs_per_s": ("direct", "relay", "proxy"),
     "added_latency_ms": ("p50", "p99"),
     "peak_rss_mib": ("stream", "flood", "messages_1mib"),
-    "json_parse_us": ("json", "orjson"),
+    "json_parse_us": ("json", "msgspec", "parse"),
 }
 POSITIVE = ("throughput_ratio_1k_vs_relay", "throughput_ratio_1k_vs_direct")
 # CPU time comes in clock ticks (10 ms): at smoke sizes it may round to 0.
