@@ -90,7 +90,7 @@ def effective_config(args: argparse.Namespace) -> Config:
         ConfigError: the file or an override is invalid.
     """
     if args.config:
-        from acp_proxy.config import load_config
+        from acp_proxy.config_io import load_config
 
         cfg = load_config(args.config)
     else:
@@ -205,12 +205,12 @@ def _check_config(rest: list[str]) -> int:
     if len(rest) != 1:
         print("usage: acp-proxy check-config FILE", file=sys.stderr)
         return 2
-    from acp_proxy import config as config_mod
+    from acp_proxy import config_io
 
     try:
-        cfg = config_mod.load_config(rest[0])
+        cfg = config_io.load_config(rest[0])
     except ConfigError as exc:
         print(f"acp-proxy: config error: {exc}", file=sys.stderr)
         return 2
-    print(config_mod.dump_config(cfg), end="")
+    print(config_io.dump_config(cfg), end="")
     return 0

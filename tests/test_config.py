@@ -19,10 +19,8 @@ from acp_proxy.config import (
     LimitsConfig,
     ListenConfig,
     ProcessConfig,
-    config_from_dict,
-    dump_config,
-    load_config,
 )
+from acp_proxy.config_io import config_from_dict, dump_config, load_config
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
