@@ -100,6 +100,10 @@ class Relay:
             reader waits (one larger batch passes alone).
         flush_timeout_seconds: after the agent is gone, how long the final
             messages to the client may take to write.
+        drain_seconds: after the client's EOF, how long to wait for the
+            answers to its requests in flight before closing the agent side
+            (for transports that cannot half-close, e.g. WebSocket; 0 = close
+            at once, right for a pipe, where the agent still answers).
     """
 
     def __init__(
@@ -114,8 +118,11 @@ class Relay:
         channel_batches: int = 64,
         flush_timeout_seconds: float = 10.0,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        drain_seconds: float = 0.0,
     ) -> None:
         self.flush_timeout_seconds = flush_timeout_seconds
+        self.drain_seconds = drain_seconds
+        self._drained = trio.Event()
         self.core = core
         self.transports = {Peer.CLIENT: client, Peer.AGENT: agent}
         self.audit = audit
@@ -249,13 +256,20 @@ class Relay:
             if batch is None:
                 break
             await self._feed(Peer.CLIENT, batch)
-        await self._on_client_gone("client closed its stream")
+        await self._on_client_gone("client closed its stream", stdin_eof=True)
 
-    async def _on_client_gone(self, detail: str) -> None:
+    async def _on_client_gone(self, detail: str, *, stdin_eof: bool = False) -> None:
         if self._client_gone:
             return
         self._client_gone = True
         self._client_closed_first = True
+        if self.drain_seconds and stdin_eof:
+            # The agent side cannot be half-closed (WebSocket): let the answers
+            # to the client's requests in flight arrive before closing it.
+            with trio.move_on_after(self.drain_seconds):
+                while self.core.pending_requests(Peer.CLIENT):
+                    await self._drained.wait()
+                    self._drained = trio.Event()
         actions = self.core.peer_closed(Peer.CLIENT, self._now(), detail)
         await self._apply(actions)
         await self._channels[Peer.AGENT][0].send(None)
@@ -280,6 +294,7 @@ class Relay:
             else f"agent exited with status {status}"
         )
         await self._apply(self.core.peer_closed(Peer.AGENT, self._now(), detail))
+        self._drained.set()
         return status
 
     async def _feed(self, source: Peer, batch: list[bytes | Oversize | Partial]) -> None:
@@ -294,3 +309,5 @@ class Relay:
             elif isinstance(item, Partial):
                 actions.extend(core.partial(source, item.size_bytes, now))
         await self._apply(actions)
+        if source is Peer.AGENT:
+            self._drained.set()  # wakes a client-EOF drain waiting for answers

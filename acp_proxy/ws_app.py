@@ -341,6 +341,7 @@ async def _connect(
             agent,
             audit=audit,
             channel_batches=cfg.limits.channel_messages,
+            drain_seconds=cfg.process.grace_seconds,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_on_signal, agent)

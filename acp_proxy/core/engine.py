@@ -212,6 +212,10 @@ class ProxyCore:
         pending.clear()
         return out
 
+    def pending_requests(self, requester: Peer) -> int:
+        """Requests sent by ``requester`` still waiting for an answer."""
+        return len(self._pending[requester])
+
     def get_timer(self) -> float | None:
         """When :meth:`handle_timer` must next be called (seconds), or ``None``."""
         return self.hold.next_deadline()
@@ -429,6 +433,12 @@ class ProxyCore:
                 return
         elif m.kind is not Kind.NOTIFICATION:
             self._response(Peer.AGENT, m, now, out)
+            return
+        # Fast path: a message for a session the client knows, releasing nothing.
+        if self._unknown_session(m) is None:
+            released = self._deliver(m, now, out)
+            if released:
+                self._route_all(released, now, out)
             return
         self._route_all([m], now, out)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -163,3 +164,28 @@ async def test_connect_sigterm_closes_with_1001() -> None:
             assert await pipes.proc.wait() == 0
             await seen[0].closed.wait()
             assert seen[0].close_code == 1001
+
+
+async def test_connect_waits_for_answers_in_flight_when_stdin_closes() -> None:
+    """A request written right before stdin EOF still gets a slow agent's answer, not an error."""
+
+    async def slow_agent(request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        with contextlib.suppress(ConnectionClosed):
+            message = json.loads(await ws.get_message())
+            await trio.sleep(0.3)  # the agent's latency, not a timeout of the test
+            answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": 1}}
+            await ws.send_message(json.dumps(answer))
+            await ws.get_message()  # until the proxy closes
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve_websocket, slow_agent, "127.0.0.1", 0, None)
+            async with connect_proxy(f"ws://127.0.0.1:{server.port}/acp") as pipes:
+                init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+                await pipes.send_text(json.dumps(init))
+                await pipes.close_stdin()
+                answer = json.loads(await pipes.receive_text())
+                assert answer == {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1}}
+                assert await pipes.proc.wait() == 0
+            nursery.cancel_scope.cancel()
