@@ -508,15 +508,17 @@ class ProxyCore:
         stack: list[Iterator[Message]] | None = None,
     ) -> None:
         policy = self.config.hold.on_expire
+        why = f"{ev.reason}; {policy}"
         if ev.reason == "agent_exited" and self._closed[Peer.CLIENT] is not None:
             policy = "drop"
+            why = f"{ev.reason}; drop (the client is gone too)"
         self._audit(
             out,
             "hold_expired",
             Peer.AGENT,
             sessionId=ev.session_id,
             count=len(ev.messages),
-            reason=f"{ev.reason}; {policy}",
+            reason=why,
         )
         if policy == "release":
             out.append(
@@ -556,8 +558,9 @@ class ProxyCore:
                     )
                 else:
                     self._n["dropped"] += 1
-            else:
-                self._drop(out, m, Peer.AGENT, "notification_dropped", f"held: {ev.reason}")
+            else:  # a notification, or a request already answered when the client left
+                event = "request_dropped" if m.kind is Kind.REQUEST else "notification_dropped"
+                self._drop(out, m, Peer.AGENT, event, f"held: {ev.reason}")
 
     def _deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
         """Forwards one agent message the client can know about; returns what it releases."""

@@ -312,6 +312,20 @@ def test_held_traffic_dropped_when_both_peers_are_gone() -> None:
     assert_accounting(core)
 
 
+def test_held_request_dropped_after_client_left_is_audited_as_a_request() -> None:
+    """A held agent request dropped at agent exit (client already gone) is a request_dropped."""
+    core = parent_core()
+    core.receive(AGENT, permission(99, "C"), 0.0)
+    core.peer_closed(CLIENT, 1.0)  # answers the agent's request 99
+    out = core.peer_closed(AGENT, 2.0)
+    [rec] = audits(out, "request_dropped")
+    assert rec.fields["id"] == 99
+    assert "notification_dropped" not in events(out)
+    [expired] = audits(out, "hold_expired")
+    assert "client is gone" in expired.fields["reason"]
+    assert_accounting(core)
+
+
 # ------------------------------------------------------------------ interleavings
 
 
