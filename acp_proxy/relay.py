@@ -62,6 +62,10 @@ class _ByteBudget:
         self._lot.unpark_all()
 
 
+def _brief(fields: dict[str, object]) -> str:
+    return " ".join(f"{k}={v!r}" for k, v in fields.items() if v is not None and k != "content")
+
+
 class AuditSink(Protocol):
     """Where :class:`~acp_proxy.core.actions.Audit` records go."""
 
@@ -168,12 +172,15 @@ class Relay:
     async def _apply(self, actions: list[Action]) -> None:
         """Carries out core actions in order; Sends are grouped per peer."""
         batch: dict[Peer, list[bytes]] = {}
+        debug = log.isEnabledFor(logging.DEBUG)
         for a in actions:
             if type(a) is Send:
                 batch.setdefault(a.to, []).append(a.data)
             elif type(a) is Audit:
                 if self.audit is not None:
                     self.audit.write(a)
+                if debug:
+                    log.debug("%s %s %s", a.event, a.direction or "", _brief(a.fields))
             elif type(a) is Report:
                 log.log(_LEVELS.get(a.level, logging.WARNING), "%s", a.text)
         for peer, frames in batch.items():
