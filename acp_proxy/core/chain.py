@@ -54,9 +54,9 @@ is not copied into the unwrapped message, and the proxy sets none on its own
 envelopes.
 
 Bytes: the wrapped params, results and errors are spliced into the new frame
-byte for byte (:func:`member_spans`); only the short JSON-RPC frame around
-them is written anew. A ``$/cancel_request`` whose id is translated is
-re-serialized. An envelope whose params repeat ``method`` or ``params`` is
+byte for byte (:func:`~acp_proxy.core.jsonscan.member_spans`); only the
+short JSON-RPC frame around them is written anew. A ``$/cancel_request``
+whose id is translated is re-serialized. An envelope whose params repeat ``method`` or ``params`` is
 refused (-32600, or dropped if a notification): which copy counts would
 depend on the reader.
 
@@ -67,8 +67,6 @@ envelope, with -32602.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -85,107 +83,15 @@ from acp_proxy.core.jsonrpc import (
     error_frame,
     parse,
 )
+from acp_proxy.core.jsonscan import member_spans, member_text
 
-__all__ = ["ChainAdapter", "ChainStatistics", "ToCore", "member_spans"]
+__all__ = ["ChainAdapter", "ChainStatistics", "ToCore"]
 
 JsonId = str | int
 
 _INITIALIZE = {"proxy/initialize": "", "_proxy/initialize": "_"}
 _SUCCESSOR = {"proxy/successor": "", "_proxy/successor": "_"}
 _CANCEL = "$/cancel_request"
-_WS = b" \t\r\n"
-# A JSON string (escapes included) or one structural character.
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
-
-
-def member_spans(
-    raw: bytes, start: int = 0, end: int | None = None, dups: set[str] | None = None
-) -> dict[str, tuple[int, int]] | None:
-    """Finds where each member value of a JSON object lies in ``raw``.
-
-    One linear pass over ``raw[start:end]``; strings are skipped by a regular
-    expression, so the cost is per structural token, not per byte.
-
-    Args:
-        raw: bytes that hold a valid JSON object between ``start`` and ``end``
-            (surrounding whitespace allowed).
-        start: offset of the object's text.
-        end: end of the object's text (default: ``len(raw)``).
-        dups: if given, receives the keys that occur more than once.
-
-    Returns:
-        ``{key: (value_start, value_end)}`` with offsets into ``raw``; for a
-        key that occurs twice the later value wins, as in the decoders.
-        ``None`` when ``raw[start:end]`` does not begin with an object.
-    """
-    if end is None:
-        end = len(raw)
-    while start < end and raw[start] in _WS:
-        start += 1
-    if start >= end or raw[start] != 0x7B:  # {
-        return None
-    spans: dict[str, tuple[int, int]] = {}
-    depth = 0
-    key: str | None = None
-    value_start = -1
-    expect_key = False
-    for tok in _TOKEN.finditer(raw, start, end):
-        c = raw[tok.start()]
-        if depth == 1 and c != 0x7B and c != 0x5B:
-            if c == 0x22:  # a key, or a string value
-                if expect_key:
-                    key = _decode_key(tok.group())
-                    if key is None:
-                        return None
-                    expect_key = False
-            elif c == 0x3A:  # :
-                value_start = tok.end()
-            else:  # , or } ends the member
-                if key is not None and value_start >= 0:
-                    if dups is not None and key in spans:
-                        dups.add(key)
-                    spans[key] = _strip(raw, value_start, tok.start())
-                key, value_start = None, -1
-                if c == 0x7D:  # }
-                    return spans
-                expect_key = True
-        elif c == 0x7B or c == 0x5B:  # { [
-            depth += 1
-            if depth == 1:
-                expect_key = True
-        elif c == 0x7D or c == 0x5D:  # } ]
-            depth -= 1
-    return None
-
-
-def _decode_key(token: bytes) -> str | None:
-    body = token[1:-1]
-    try:
-        if b"\\" in body:
-            key = json.loads(token)
-            return key if isinstance(key, str) else None
-        return body.decode("utf-8")
-    except ValueError:
-        return None
-
-
-def _strip(raw: bytes, start: int, end: int) -> tuple[int, int]:
-    while start < end and raw[start] in _WS:
-        start += 1
-    while end > start and raw[end - 1] in _WS:
-        end -= 1
-    return start, end
-
-
-def _exact(raw: bytes, path: tuple[str, ...], value: Any) -> bytes:
-    """The text of the member at ``path`` in ``raw``; ``dumps(value)`` if it cannot be found."""
-    start, end = 0, len(raw)
-    for key in path:
-        spans = member_spans(raw, start, end)
-        if spans is None or key not in spans:
-            return dumps(value)
-        start, end = spans[key]
-    return raw[start:end]
 
 
 def _frame(rid: JsonId | None, has_id: bool, members: list[tuple[str, bytes]]) -> bytes:
@@ -396,7 +302,7 @@ class ChainAdapter:
             out.append(ToCore(Peer.AGENT, frame))
             return
         name = "result" if m.kind is Kind.RESPONSE else "error"
-        value = _exact(m.raw, (name,), m.body.get(name))
+        value = member_text(m.raw, (name,), m.body.get(name))
         out.append(ToCore(Peer.AGENT, _frame(inner_id, True, [(name, value)])))
 
     def _from_successor(self, m: Message, out: list[ToCore | Action]) -> None:
@@ -498,7 +404,7 @@ class ChainAdapter:
             if self._in_by_env.get(env_id) == m.id:  # a reused envelope id may have replaced it
                 del self._in_by_env[env_id]
             name = "result" if kind is Kind.RESPONSE else "error"
-            value = _exact(m.raw, (name,), m.body.get(name))
+            value = member_text(m.raw, (name,), m.body.get(name))
             self._n["wrapped"] += 1
             out.append(Send(Peer.CLIENT, _frame(env_id, True, [(name, value)])))
             return
@@ -524,7 +430,7 @@ class ChainAdapter:
         self._n["wrapped"] += 1
         frame = self._cancel_frame(m.params, env_id)
         if self._prefix == "_":
-            params = _exact(frame, ("params",), None)
+            params = member_text(frame, ("params",), None)
             frame = self._envelope(
                 None, False, [("method", b'"$/cancel_request"'), ("params", params)]
             )
@@ -547,7 +453,7 @@ class ChainAdapter:
         """``[("params", exact bytes)]``, or ``[]`` when the value is absent or null."""
         if value is None:
             return []
-        return [("params", _exact(m.raw, path, value))]
+        return [("params", member_text(m.raw, path, value))]
 
     @staticmethod
     def _cancel_target(params: dict[str, Any] | None) -> JsonId | None:

@@ -1,0 +1,111 @@
+"""Byte-exact scanning of JSON object members, for splicing values between frames.
+
+:func:`member_spans` finds where each member value of a JSON object lies in
+the raw bytes, so a value can be copied into a new frame byte for byte
+(proxy-chain mode, :mod:`acp_proxy.core.chain`) instead of being decoded and
+re-serialized; :func:`member_text` follows a key path to one such value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from acp_proxy.core.jsonrpc import dumps
+
+__all__ = ["member_spans", "member_text"]
+
+_WS = b" \t\r\n"
+# A JSON string (escapes included) or one structural character.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
+
+
+def member_spans(
+    raw: bytes, start: int = 0, end: int | None = None, dups: set[str] | None = None
+) -> dict[str, tuple[int, int]] | None:
+    """Finds where each member value of a JSON object lies in ``raw``.
+
+    One linear pass over ``raw[start:end]``; strings are skipped by a regular
+    expression, so the cost is per structural token, not per byte.
+
+    Args:
+        raw: bytes that hold a valid JSON object between ``start`` and ``end``
+            (surrounding whitespace allowed).
+        start: offset of the object's text.
+        end: end of the object's text (default: ``len(raw)``).
+        dups: if given, receives the keys that occur more than once.
+
+    Returns:
+        ``{key: (value_start, value_end)}`` with offsets into ``raw``; for a
+        key that occurs twice the later value wins, as in the decoders.
+        ``None`` when ``raw[start:end]`` does not begin with an object.
+    """
+    if end is None:
+        end = len(raw)
+    while start < end and raw[start] in _WS:
+        start += 1
+    if start >= end or raw[start] != 0x7B:  # {
+        return None
+    spans: dict[str, tuple[int, int]] = {}
+    depth = 0
+    key: str | None = None
+    value_start = -1
+    expect_key = False
+    for tok in _TOKEN.finditer(raw, start, end):
+        c = raw[tok.start()]
+        if depth == 1 and c != 0x7B and c != 0x5B:
+            if c == 0x22:  # a key, or a string value
+                if expect_key:
+                    key = _decode_key(tok.group())
+                    if key is None:
+                        return None
+                    expect_key = False
+            elif c == 0x3A:  # :
+                value_start = tok.end()
+            else:  # , or } ends the member
+                if key is not None and value_start >= 0:
+                    if dups is not None and key in spans:
+                        dups.add(key)
+                    spans[key] = _strip(raw, value_start, tok.start())
+                key, value_start = None, -1
+                if c == 0x7D:  # }
+                    return spans
+                expect_key = True
+        elif c == 0x7B or c == 0x5B:  # { [
+            depth += 1
+            if depth == 1:
+                expect_key = True
+        elif c == 0x7D or c == 0x5D:  # } ]
+            depth -= 1
+    return None
+
+
+def _decode_key(token: bytes) -> str | None:
+    body = token[1:-1]
+    try:
+        if b"\\" in body:
+            key = json.loads(token)
+            return key if isinstance(key, str) else None
+        return body.decode("utf-8")
+    except ValueError:
+        return None
+
+
+def _strip(raw: bytes, start: int, end: int) -> tuple[int, int]:
+    while start < end and raw[start] in _WS:
+        start += 1
+    while end > start and raw[end - 1] in _WS:
+        end -= 1
+    return start, end
+
+
+def member_text(raw: bytes, path: tuple[str, ...], value: Any) -> bytes:
+    """The text of the member at ``path`` in ``raw``; ``dumps(value)`` if it cannot be found."""
+    start, end = 0, len(raw)
+    for key in path:
+        spans = member_spans(raw, start, end)
+        if spans is None or key not in spans:
+            return dumps(value)
+        start, end = spans[key]
+    return raw[start:end]
