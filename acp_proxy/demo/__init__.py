@@ -1,0 +1,58 @@
+"""``acp-proxy demo``: a scripted client and agent talk ACP through the real proxy.
+
+The demo starts ``python -m acp_proxy --audit-log FILE -- python -m
+acp_proxy.demo_agent`` as a subprocess, plays a short ACP session on its
+stdin/stdout, then prints a readable transcript (every message, who sent it,
+what the proxy did to it), the audit trail and a list of checks. Exit status
+0 means every check passed.
+
+What the proxy is shown doing (see :mod:`acp_proxy.demo_agent`):
+
+- holding an update the agent sends before the client can know its session,
+  and releasing it right after the message that makes the session known;
+- registering child sessions announced with ``subagent_update``;
+- removing duplicate state reports;
+- letting a permitted ``session/cancel`` reach a child, and answering a
+  forbidden ``session/prompt`` on a child itself with ``-32601``.
+
+``--json`` prints the raw transcript as JSON lines instead (for tests and tools).
+
+The package: :mod:`~acp_proxy.demo.runner` runs the proxy and the scripted
+client, :mod:`~acp_proxy.demo.analysis` checks what was observed,
+:mod:`~acp_proxy.demo.render` (with :mod:`~acp_proxy.demo.summary`) prints it;
+:mod:`~acp_proxy.demo.transcript` holds what one run observed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from acp_proxy.demo.analysis import analyse, checks
+from acp_proxy.demo.render import render, render_json
+from acp_proxy.demo.runner import execute
+
+__all__ = ["run_demo"]
+
+
+def run_demo(args: list[str]) -> int:
+    """Entry point of ``acp-proxy demo [--json]``; returns 0 when every check passed."""
+    parser = argparse.ArgumentParser(
+        prog="acp-proxy demo",
+        description="Run a scripted ACP client and agent through the proxy and show "
+        "what the proxy does.",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the raw transcript as JSON lines"
+    )
+    try:
+        opts = parser.parse_args(args)
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else 2
+    run = execute()
+    an = analyse(run)
+    results = checks(run, an)
+    text = render_json(run, results) if opts.json else render(run, an, results)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0 if all(c.ok for c in results) else 1
