@@ -30,13 +30,19 @@ __all__ = ["main"]
 
 log = logging.getLogger("acp_proxy")
 
-USAGE = """\
-acp-proxy [options] -- AGENT_CMD [ARGS...]        stdio client <-> agent subprocess
-acp-proxy --listen ws://HOST:PORT/PATH [options] -- AGENT_CMD [ARGS...]
-acp-proxy --connect ws://HOST:PORT/PATH [options] stdio client <-> remote agent
-acp-proxy --chain [options]                       proxy component under an ACP conductor
-acp-proxy demo                                    scripted session through the proxy
-acp-proxy check-config FILE                       validate a config file, print it"""
+USAGE = """
+  acp-proxy [options] -- AGENT_CMD [ARGS...]
+      stdio client <-> agent subprocess (the drop-in form)
+  acp-proxy --listen ws://HOST:PORT/PATH [options] -- AGENT_CMD [ARGS...]
+      WebSocket clients <-> one agent subprocess per connection
+  acp-proxy --connect ws://HOST:PORT/PATH [options]
+      stdio client <-> remote agent over WebSocket
+  acp-proxy --chain [options]
+      proxy component under an ACP conductor
+  acp-proxy demo [--json]
+      scripted client and agent through the proxy
+  acp-proxy check-config FILE
+      validate a config file and print the effective config"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -202,6 +208,12 @@ def _run(args: argparse.Namespace, cfg: Config, agent_cmd: list[str], audit: obj
 
 
 def _check_config(rest: list[str]) -> int:
+    if rest in (["-h"], ["--help"]):
+        print(
+            "usage: acp-proxy check-config FILE\n\nValidates a TOML config file and prints "
+            "the effective config (every key).\nExit status 0 when valid, 2 otherwise."
+        )
+        return 0
     if len(rest) != 1:
         print("usage: acp-proxy check-config FILE", file=sys.stderr)
         return 2
