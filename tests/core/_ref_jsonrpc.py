@@ -1,0 +1,450 @@
+"""Reference copy (commit 7c37d17, frozen) for differential tests.
+
+JSON-RPC 2.0 classification of one ACP frame (PROTOCOL.md sections 1 and 6).
+
+:func:`parse` turns the raw bytes of one frame into a :class:`Message` that
+keeps the original bytes (``raw``) for byte-exact forwarding and exposes only
+what the proxy's decisions need: kind, ``id``, ``method``, ``params``.
+
+Parser-differential guard: a message whose decision fields are ambiguous
+(a duplicated decision key in the top-level object, in ``params`` or in
+``params.update``, see ``_DECISION_KEYS``) is flagged ``ambiguous`` so the
+policy can refuse it rather than forward something the peer may read
+differently. Other duplicate keys are content: the verdict must not depend on
+which decoder happened to read the frame. The official Python SDK validates
+params with pydantic ``populate_by_name``, so it also reads ``session_id`` as
+``sessionId`` (and ``session_update`` ...): a non-extension request or
+notification spelling a decision key in snake_case in ``params`` or
+``params.update`` is flagged ``ambiguous`` too (ACP is camelCase on the wire).
+
+The fast path decodes with ``msgspec`` (exact for integers of any size,
+like the standard library); a frame ``msgspec`` refuses (lone surrogates,
+``1e400``) or one that may carry duplicate or escaped decision keys is
+parsed again with the standard library, which detects duplicates.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "Kind",
+    "Message",
+    "dumps",
+    "error_frame",
+    "exact_body",
+    "parse",
+]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+
+JsonId = str | int
+
+
+class Kind(enum.Enum):
+    """What a frame is, by JSON-RPC 2.0 section 4-6."""
+
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+    ERROR_RESPONSE = "error_response"
+    BATCH = "batch"
+    INVALID = "invalid"
+
+
+class Message:
+    """One classified frame.
+
+    Attributes:
+        raw: the frame's bytes exactly as received, without the line ending.
+        kind: the :class:`Kind`.
+        body: the decoded JSON value (``dict`` for single messages, ``list``
+            for a batch, anything for ``INVALID``); ``None`` if not JSON.
+        id: the request/response id (``str`` or ``int``), or ``None``.
+        method: the method name of a request or notification, else ``None``.
+        params: ``params`` when it is a JSON object, else ``None``.
+        reason: why the frame is ``INVALID`` (or ``ambiguous``), else ``None``.
+        parse_error: True when the frame is not JSON at all (code -32700).
+        ambiguous: True when a decision field is duplicated, or spelled in
+            snake_case (see module doc); ``reason`` then says which.
+        malformed_error: True for an error response whose ``error`` lacks an
+            integer ``code`` or a string ``message`` (forwarded, but counted).
+        items: the classified elements of a ``BATCH``.
+    """
+
+    __slots__ = (
+        "ambiguous",
+        "body",
+        "id",
+        "items",
+        "kind",
+        "malformed_error",
+        "method",
+        "params",
+        "parse_error",
+        "raw",
+        "reason",
+    )
+
+    def __init__(self, raw: bytes, kind: Kind, body: Any) -> None:
+        self.raw = raw
+        self.kind = kind
+        self.body = body
+        self.id: JsonId | None = None
+        self.method: str | None = None
+        self.params: dict[str, Any] | None = None
+        self.reason: str | None = None
+        self.parse_error = False
+        self.ambiguous = False
+        self.malformed_error = False
+        self.items: list[Message] = []
+
+    @property
+    def session_id(self) -> str | None:
+        """``params.sessionId`` when it is a string, else ``None``."""
+        p = self.params
+        if p is None:
+            return None
+        sid = p.get("sessionId")
+        return sid if type(sid) is str else None
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(kind={self.kind.value}, id={self.id!r}, method={self.method!r}, "
+            f"reason={self.reason!r}, {len(self.raw)} bytes)"
+        )
+
+
+class _DupDict(dict[str, Any]):
+    """A JSON object in which some key occurred more than once."""
+
+    dups: set[str]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    dups: set[str] | None = None
+    for k, v in pairs:
+        if k in d:
+            if dups is None:
+                dups = set()
+            dups.add(k)
+        d[k] = v
+    if dups is None:
+        return d
+    dd = _DupDict(d)
+    dd.dups = dups
+    return dd
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_fast_loads = msgspec.json.Decoder().decode
+
+
+def _strict_loads(raw: bytes) -> Any:
+    return json.loads(raw, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+
+
+def exact_body(raw: bytes) -> Any:
+    """Decodes ``raw`` with the exact (stdlib) decoder, keeping big integers.
+
+    Args:
+        raw: one JSON text, UTF-8.
+
+    Returns:
+        The decoded value (later duplicate keys win).
+
+    Raises:
+        ValueError: if ``raw`` is not valid JSON.
+        RecursionError: if it nests too deeply.
+    """
+    return json.loads(raw, parse_constant=_reject_constant)
+
+
+# Keys the proxy makes decisions on. A frame in which one of these literals
+# occurs twice, or which contains a \u escape (a key could hide behind it),
+# is re-parsed with duplicate detection.
+_DECISION_LITERALS = (
+    b'"method"',
+    b'"id"',
+    b'"params"',
+    b'"jsonrpc"',
+    b'"result"',
+    b'"error"',
+    b'"sessionId"',
+    b'"update"',
+    b'"sessionUpdate"',
+    b'"state"',
+    b'"capabilities"',
+    b'"senderSessionId"',
+    b'"recipientSessionId"',
+)
+
+# Decision keys per level: top-level object, ``params``, ``params.update``.
+_DECISION_KEYS = (
+    frozenset({"jsonrpc", "method", "id", "params", "result", "error"}),
+    frozenset({"sessionId", "update"}),
+    frozenset(
+        {
+            "sessionUpdate",
+            "sessionId",
+            "state",
+            "capabilities",
+            "senderSessionId",
+            "recipientSessionId",
+        }
+    ),
+)
+
+
+# One pass finds every occurrence of every literal. In JSON that msgspec has
+# accepted, an unescaped '"' always delimits a string, so each match is a whole
+# string token and matches never overlap: the counts equal ``raw.count(lit)``.
+_DECISION_RE = re.compile(
+    b'"(?:' + b"|".join(re.escape(lit[1:-1]) for lit in _DECISION_LITERALS) + b')"'
+)
+
+
+def _maybe_duplicated(raw: bytes) -> bool:
+    if b"\\" in raw and b"\\u" in raw:  # memchr first: most frames have no escape
+        return True
+    found = _DECISION_RE.findall(raw)
+    return len(found) != len(set(found))
+
+
+def _has_dups(obj: Any, keys: frozenset[str]) -> bool:
+    return isinstance(obj, _DupDict) and not obj.dups.isdisjoint(keys)
+
+
+def _ambiguous(body: dict[str, Any]) -> bool:
+    top, in_params, in_update = _DECISION_KEYS
+    if _has_dups(body, top):
+        return True
+    params = body.get("params")
+    if isinstance(params, dict):
+        if _has_dups(params, in_params):
+            return True
+        update = params.get("update")
+        if isinstance(update, dict) and _has_dups(update, in_update):
+            return True
+    return False
+
+
+# snake_case spellings that pydantic peers (populate_by_name) read as decision keys.
+_SNAKE_KEYS = (
+    frozenset({"session_id"}),
+    frozenset({"session_update", "session_id", "sender_session_id", "recipient_session_id"}),
+)
+SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_update, ...)"
+
+
+def _snake_case(params: dict[str, Any]) -> bool:
+    in_params, in_update = _SNAKE_KEYS
+    if not in_params.isdisjoint(params):
+        return True
+    update = params.get("update")
+    return isinstance(update, dict) and not in_update.isdisjoint(update)
+
+
+def _valid_id(v: Any) -> bool:
+    t = type(v)
+    return t is str or t is int
+
+
+def classify(raw: bytes, body: Any) -> Message:
+    """Classifies an already decoded JSON value.
+
+    Args:
+        raw: the bytes ``body`` was decoded from (kept as ``Message.raw``).
+        body: the decoded JSON value.
+
+    Returns:
+        A :class:`Message`; never raises for any JSON value.
+    """
+    if isinstance(body, list):
+        m = Message(raw, Kind.BATCH, body)
+        if not body:
+            m.kind = Kind.INVALID
+            m.reason = "empty batch"
+            return m
+        for item in body:
+            reason = "a batch element must be an object" if isinstance(item, list) else None
+            try:
+                item_raw = _dumps_bytes(item)
+            except ValueError:  # 1e400 decodes to inf, which JSON cannot spell
+                item_raw, reason = b"", "a number in this element is out of range"
+            if reason is None:
+                m.items.append(classify(item_raw, item))
+            else:  # a batch holds messages, not batches
+                bad = Message(item_raw, Kind.INVALID, item)
+                bad.reason = reason
+                m.items.append(bad)
+        return m
+    if not isinstance(body, dict):
+        m = Message(raw, Kind.INVALID, body)
+        m.reason = "not a JSON object"
+        return m
+    m = Message(raw, Kind.INVALID, body)
+    rid = body.get("id", _MISSING)
+    if rid is not _MISSING and rid is not None and _valid_id(rid):
+        m.id = rid
+    if body.get("jsonrpc") != "2.0":
+        m.reason = 'missing or wrong "jsonrpc" (must be "2.0")'
+        return m
+    method = body.get("method", _MISSING)
+    if method is not _MISSING:
+        if type(method) is not str:
+            m.reason = '"method" must be a string'
+            return m
+        if "result" in body or "error" in body:
+            m.reason = "a request must not carry result or error"
+            return m
+        params = body.get("params", None)
+        if params is not None and not isinstance(params, dict | list):
+            m.reason = '"params" must be an object or an array'
+            return m
+        m.method = method
+        m.params = params if isinstance(params, dict) else None
+        if m.params is not None and not method.startswith("_") and _snake_case(m.params):
+            m.ambiguous = True
+            m.reason = SNAKE_CASE_REASON
+        if rid is _MISSING:
+            m.kind = Kind.NOTIFICATION
+        elif _valid_id(rid):
+            m.kind = Kind.REQUEST
+        else:
+            m.reason = '"id" must be a string or an integer'
+        return m
+    if rid is _MISSING:
+        m.reason = "neither a request, a notification nor a response"
+        return m
+    has_result = "result" in body
+    has_error = "error" in body
+    if has_result == has_error:
+        m.reason = "a response needs exactly one of result and error"
+        return m
+    if has_result:
+        if not _valid_id(rid):
+            m.reason = '"id" must be a string or an integer'
+            return m
+        m.kind = Kind.RESPONSE
+        return m
+    if rid is not None and not _valid_id(rid):
+        m.reason = '"id" must be a string, an integer or null'
+        return m
+    m.kind = Kind.ERROR_RESPONSE
+    err = body["error"]
+    if not (
+        isinstance(err, dict) and type(err.get("code")) is int and type(err.get("message")) is str
+    ):
+        m.malformed_error = True
+    return m
+
+
+_MISSING: Any = object()
+
+
+def parse(raw: bytes) -> Message:
+    """Decodes and classifies one frame.
+
+    Args:
+        raw: one frame, without its line ending.
+
+    Returns:
+        A :class:`Message`. Bad input gives ``Kind.INVALID`` (with
+        ``parse_error`` set when the bytes are not JSON); this never raises.
+    """
+    body: Any
+    strict = False
+    try:
+        body = _fast_loads(raw)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        strict = True
+    else:
+        if _maybe_duplicated(raw) or isinstance(body, list):
+            strict = True  # (batch elements are re-serialized: detect their duplicates)
+    if strict:
+        try:
+            body = _strict_loads(raw)
+        except (ValueError, RecursionError) as exc:
+            m = Message(raw, Kind.INVALID, None)
+            m.parse_error = True
+            m.reason = f"not valid JSON: {_short(str(exc))}"
+            return m
+    m = classify(raw, body)
+    if strict and isinstance(body, dict) and _ambiguous(body):
+        m.ambiguous = True
+    if m.kind is Kind.BATCH and strict:
+        for item, elem in zip(m.items, body, strict=True):
+            if isinstance(elem, dict) and _ambiguous(elem):
+                item.ambiguous = True
+    return m
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _dumps_bytes(value: Any) -> bytes:
+    return dumps(value, allow_nan=False)
+
+
+def dumps(value: Any, *, allow_nan: bool = True) -> bytes:
+    """Serializes a JSON value compactly as UTF-8, keeping key order.
+
+    Big integers are kept exactly; a lone surrogate falls back to ``\\u`` escapes.
+
+    Args:
+        value: a JSON-compatible value.
+        allow_nan: when False, a non-finite float (``1e400`` decodes to ``inf``)
+            raises instead of being written as the non-JSON ``Infinity``.
+
+    Returns:
+        UTF-8 bytes without a trailing newline.
+
+    Raises:
+        ValueError: for a non-finite float when ``allow_nan`` is False.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan)
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=allow_nan)
+        return text.encode("ascii")
+
+
+def error_frame(rid: JsonId | None, code: int, message: str, data: Any = None) -> bytes:
+    """Builds a JSON-RPC error response frame (JSON-RPC 2.0 section 5.1).
+
+    Args:
+        rid: the id of the request answered, or ``None`` when unknown.
+        code: the JSON-RPC error code (PROTOCOL.md section 6).
+        message: a one-line human-readable description.
+        data: optional structured detail; omitted when ``None``.
+
+    Returns:
+        The frame's bytes, without a trailing newline.
+    """
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return dumps({"jsonrpc": "2.0", "id": rid, "error": err})
