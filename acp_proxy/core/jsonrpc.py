@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -100,18 +101,26 @@ class Message:
         "reason",
     )
 
-    def __init__(self, raw: bytes, kind: Kind, body: Any) -> None:
+    def __init__(
+        self,
+        raw: bytes,
+        kind: Kind,
+        body: Any,
+        id: JsonId | None = None,
+        method: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
         self.raw = raw
         self.kind = kind
         self.body = body
-        self.id: JsonId | None = None
-        self.method: str | None = None
-        self.params: dict[str, Any] | None = None
+        self.id: JsonId | None = id
+        self.method: str | None = method
+        self.params: dict[str, Any] | None = params
         self.reason: str | None = None
         self.parse_error = False
         self.ambiguous = False
         self.malformed_error = False
-        self.items: list[Message] = []
+        self.items: Sequence[Message] = ()
 
     @property
     def session_id(self) -> str | None:
@@ -256,16 +265,48 @@ SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_
 
 
 def _snake_case(params: dict[str, Any]) -> bool:
-    in_params, in_update = _SNAKE_KEYS
-    if not in_params.isdisjoint(params):
+    if "session_id" in params:  # _SNAKE_KEYS[0]
         return True
     update = params.get("update")
-    return isinstance(update, dict) and not in_update.isdisjoint(update)
+    return isinstance(update, dict) and not _SNAKE_KEYS[1].isdisjoint(update)
 
 
 def _valid_id(v: Any) -> bool:
     t = type(v)
     return t is str or t is int
+
+
+# Enum members as module globals: ``Kind.X`` is a slow attribute lookup.
+_REQUEST = Kind.REQUEST
+_NOTIFICATION = Kind.NOTIFICATION
+_RESPONSE = Kind.RESPONSE
+_ERROR_RESPONSE = Kind.ERROR_RESPONSE
+_BATCH = Kind.BATCH
+_INVALID = Kind.INVALID
+_PARAMS_TYPES = (dict, list)
+
+
+def _classify_batch(raw: bytes, body: list[Any]) -> Message:
+    m = Message(raw, _BATCH, body)
+    if not body:
+        m.kind = _INVALID
+        m.reason = "empty batch"
+        return m
+    items: list[Message] = []
+    for item in body:
+        reason = "a batch element must be an object" if isinstance(item, list) else None
+        try:
+            item_raw = _dumps_bytes(item)
+        except ValueError:  # 1e400 decodes to inf, which JSON cannot spell
+            item_raw, reason = b"", "a number in this element is out of range"
+        if reason is None:
+            items.append(classify(item_raw, item))
+        else:  # a batch holds messages, not batches
+            bad = Message(item_raw, _INVALID, item)
+            bad.reason = reason
+            items.append(bad)
+    m.items = items
+    return m
 
 
 def classify(raw: bytes, body: Any) -> Message:
@@ -278,33 +319,42 @@ def classify(raw: bytes, body: Any) -> Message:
     Returns:
         A :class:`Message`; never raises for any JSON value.
     """
-    if isinstance(body, list):
-        m = Message(raw, Kind.BATCH, body)
-        if not body:
-            m.kind = Kind.INVALID
-            m.reason = "empty batch"
-            return m
-        for item in body:
-            reason = "a batch element must be an object" if isinstance(item, list) else None
-            try:
-                item_raw = _dumps_bytes(item)
-            except ValueError:  # 1e400 decodes to inf, which JSON cannot spell
-                item_raw, reason = b"", "a number in this element is out of range"
-            if reason is None:
-                m.items.append(classify(item_raw, item))
-            else:  # a batch holds messages, not batches
-                bad = Message(item_raw, Kind.INVALID, item)
-                bad.reason = reason
-                m.items.append(bad)
-        return m
     if not isinstance(body, dict):
-        m = Message(raw, Kind.INVALID, body)
+        if isinstance(body, list):
+            return _classify_batch(raw, body)
+        m = Message(raw, _INVALID, body)
         m.reason = "not a JSON object"
         return m
-    m = Message(raw, Kind.INVALID, body)
     rid = body.get("id", _MISSING)
-    if rid is not _MISSING and rid is not None and _valid_id(rid):
-        m.id = rid
+    t = type(rid)
+    rid_ok = t is str or t is int
+    method = body.get("method", _MISSING)
+    if (
+        body.get("jsonrpc") == "2.0"
+        and type(method) is str
+        and "result" not in body
+        and "error" not in body
+    ):
+        # The common shapes: a request or a notification.
+        params = body.get("params")
+        if params is None or type(params) is dict:
+            if rid is _MISSING:
+                m = Message(raw, _NOTIFICATION, body, None, method, params)
+            elif rid_ok:
+                m = Message(raw, _REQUEST, body, rid, method, params)
+            else:
+                m = Message(raw, _INVALID, body, None, method, params)
+            if params is not None and method[:1] != "_" and _snake_case(params):
+                m.ambiguous = True
+                m.reason = SNAKE_CASE_REASON
+            if m.kind is _INVALID:
+                m.reason = '"id" must be a string or an integer'
+            return m
+    return _classify_slow(raw, body, rid, rid_ok)
+
+
+def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> Message:
+    m = Message(raw, _INVALID, body, rid if rid_ok else None)
     if body.get("jsonrpc") != "2.0":
         m.reason = 'missing or wrong "jsonrpc" (must be "2.0")'
         return m
@@ -316,8 +366,8 @@ def classify(raw: bytes, body: Any) -> Message:
         if "result" in body or "error" in body:
             m.reason = "a request must not carry result or error"
             return m
-        params = body.get("params", None)
-        if params is not None and not isinstance(params, dict | list):
+        params = body.get("params")
+        if params is not None and not isinstance(params, _PARAMS_TYPES):
             m.reason = '"params" must be an object or an array'
             return m
         m.method = method
@@ -326,9 +376,9 @@ def classify(raw: bytes, body: Any) -> Message:
             m.ambiguous = True
             m.reason = SNAKE_CASE_REASON
         if rid is _MISSING:
-            m.kind = Kind.NOTIFICATION
-        elif _valid_id(rid):
-            m.kind = Kind.REQUEST
+            m.kind = _NOTIFICATION
+        elif rid_ok:
+            m.kind = _REQUEST
         else:
             m.reason = '"id" must be a string or an integer'
         return m
@@ -341,15 +391,15 @@ def classify(raw: bytes, body: Any) -> Message:
         m.reason = "a response needs exactly one of result and error"
         return m
     if has_result:
-        if not _valid_id(rid):
+        if not rid_ok:
             m.reason = '"id" must be a string or an integer'
             return m
-        m.kind = Kind.RESPONSE
+        m.kind = _RESPONSE
         return m
-    if rid is not None and not _valid_id(rid):
+    if rid is not None and not rid_ok:
         m.reason = '"id" must be a string, an integer or null'
         return m
-    m.kind = Kind.ERROR_RESPONSE
+    m.kind = _ERROR_RESPONSE
     err = body["error"]
     if not (
         isinstance(err, dict) and type(err.get("code")) is int and type(err.get("message")) is str
@@ -371,27 +421,30 @@ def parse(raw: bytes) -> Message:
         A :class:`Message`. Bad input gives ``Kind.INVALID`` (with
         ``parse_error`` set when the bytes are not JSON); this never raises.
     """
-    body: Any
-    strict = False
     try:
         body = _fast_loads(raw)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
-        strict = True
-    else:
-        if _maybe_duplicated(raw) or isinstance(body, list):
-            strict = True  # (batch elements are re-serialized: detect their duplicates)
-    if strict:
-        try:
-            body = _strict_loads(raw)
-        except (ValueError, RecursionError) as exc:
-            m = Message(raw, Kind.INVALID, None)
-            m.parse_error = True
-            m.reason = f"not valid JSON: {_short(str(exc))}"
-            return m
+        return _parse_strict(raw)
+    if isinstance(body, list) or _maybe_duplicated(raw):
+        return _parse_strict(raw)  # (batch elements are re-serialized: detect their duplicates)
+    return classify(raw, body)
+
+
+def _parse_strict(raw: bytes) -> Message:
+    """:func:`parse` with the standard library, detecting duplicate keys."""
+    body: Any
+    try:
+        body = _strict_loads(raw)
+    except (ValueError, RecursionError) as exc:
+        m = Message(raw, _INVALID, None)
+        m.parse_error = True
+        m.reason = f"not valid JSON: {_short(str(exc))}"
+        return m
     m = classify(raw, body)
-    if strict and isinstance(body, dict) and _ambiguous(body):
-        m.ambiguous = True
-    if m.kind is Kind.BATCH and strict:
+    if isinstance(body, dict):
+        if _ambiguous(body):
+            m.ambiguous = True
+    elif m.kind is _BATCH:
         for item, elem in zip(m.items, body, strict=True):
             if isinstance(elem, dict) and _ambiguous(elem):
                 item.ambiguous = True
