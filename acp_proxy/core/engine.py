@@ -39,6 +39,18 @@ from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
+# Enum members as module globals: ``Kind.X`` / ``Peer.X`` are slow attribute lookups.
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+_REQUEST = Kind.REQUEST
+_NOTIFICATION = Kind.NOTIFICATION
+_RESPONSE = Kind.RESPONSE
+_ERROR_RESPONSE = Kind.ERROR_RESPONSE
+_BATCH = Kind.BATCH
+_INVALID = Kind.INVALID
+# sessionUpdate values that need more than forwarding (see _unknown_session, _deliver).
+_INSPECTED_UPDATES = ("session_message", "subagent_update", "state_update")
+
 _OPENS_SESSION = frozenset({"session/load", "session/resume"})
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
@@ -105,8 +117,8 @@ class ProxyCore:
         self._dedup_on = self.config.dedup.state_reports
         self._max_pending = self.config.limits.max_pending_requests
         # requester -> {id: (method, sessionId)} of requests in flight
-        self._pending: dict[Peer, dict[Any, tuple[str, Any]]] = {Peer.CLIENT: {}, Peer.AGENT: {}}
-        self._closed: dict[Peer, str | None] = {Peer.CLIENT: None, Peer.AGENT: None}
+        self._pending: dict[Peer, dict[Any, tuple[str, Any]]] = {_CLIENT: {}, _AGENT: {}}
+        self._closed: dict[Peer, str | None] = {_CLIENT: None, _AGENT: None}
         self.protocol_version: int | None = None
         self._n = {
             "accepted": 0,
@@ -134,14 +146,36 @@ class ProxyCore:
         Returns:
             Actions to carry out in order.
         """
-        out: list[Action] = []
         m = parse(raw)
-        if m.kind is Kind.BATCH:
+        if m.kind is _NOTIFICATION and source is _AGENT and not m.ambiguous:
+            # Fast path: a notification for a session the client knows that
+            # needs no inspection is forwarded as is (what _dispatch would do).
+            p = m.params
+            if p is None:
+                return self._forward_fast(m.raw)
+            sid = p.get("sessionId")
+            if type(sid) is not str or sid in self.registry.known:
+                if m.method != "session/update":
+                    return self._forward_fast(m.raw)
+                upd = p.get("update")
+                if type(upd) is not dict:
+                    return self._forward_fast(m.raw)
+                su = upd.get("sessionUpdate")
+                if type(su) is not str or su not in _INSPECTED_UPDATES:
+                    return self._forward_fast(m.raw)
+        out: list[Action] = []
+        if m.kind is _BATCH:
             for item in m.items:
                 self._dispatch(source, item, now, out)
         else:
             self._dispatch(source, m, now, out)
         return out
+
+    def _forward_fast(self, data: bytes) -> list[Action]:
+        n = self._n
+        n["accepted"] += 1
+        n["forwarded"] += 1
+        return [Send(_CLIENT, data)]
 
     def oversize(self, source: Peer, size_bytes: int, complete: bool, now: float) -> list[Action]:
         """Reports a message skipped by the framer for exceeding ``max_message_bytes``.
@@ -156,8 +190,8 @@ class ProxyCore:
         reason = f"message of {size_bytes} bytes exceeds limits.max_message_bytes ({limit})"
         self._audit(out, "oversize_message", source, reason=reason)
         out.append(Report("warning", f"{source.value} sent an oversize message: {reason}"))
-        if source is Peer.CLIENT and complete:
-            self._answer(out, Peer.CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
+        if source is _CLIENT and complete:
+            self._answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
         else:
             self._n["dropped"] += 1
         return out
@@ -192,7 +226,7 @@ class ProxyCore:
         text = detail or f"{peer.value} closed the connection"
         self._closed[peer] = text
         self._audit(out, "peer_closed", peer, reason=text)
-        if peer is Peer.AGENT:
+        if peer is _AGENT:
             for ev in self.hold.evict_all("agent_exited"):
                 self._expire(ev, now, out)
         waiting = peer.other
@@ -233,8 +267,8 @@ class ProxyCore:
         return CoreStatistics(
             held=self.hold.total_messages,
             held_bytes=self.hold.total_bytes,
-            pending_client_requests=len(self._pending[Peer.CLIENT]),
-            pending_agent_requests=len(self._pending[Peer.AGENT]),
+            pending_client_requests=len(self._pending[_CLIENT]),
+            pending_agent_requests=len(self._pending[_AGENT]),
             children=len(self.registry.children),
             protocol_version=self.protocol_version,
             **n,
@@ -269,11 +303,11 @@ class ProxyCore:
 
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
         self._n["accepted"] += 1
-        if m.kind is Kind.INVALID:
+        if m.kind is _INVALID:
             self._invalid(source, m, out)
         elif m.ambiguous:
             self._ambiguous(source, m, out)
-        elif source is Peer.CLIENT:
+        elif source is _CLIENT:
             self._from_client(m, now, out)
         else:
             self._from_agent(m, now, out)
@@ -281,11 +315,11 @@ class ProxyCore:
     def _invalid(self, source: Peer, m: Message, out: list[Action]) -> None:
         self._n["invalid"] += 1
         reason = m.reason or "invalid"
-        if source is Peer.CLIENT:
+        if source is _CLIENT:
             code = PARSE_ERROR if m.parse_error else INVALID_REQUEST
             rid = None if m.parse_error else m.id
             self._audit(out, "invalid_message", source, id=rid, reason=reason)
-            self._answer(out, Peer.CLIENT, rid, code, f"acp-proxy: {reason}")
+            self._answer(out, _CLIENT, rid, code, f"acp-proxy: {reason}")
             return
         if m.parse_error:
             self._n["non_json_agent_lines"] += 1
@@ -301,21 +335,21 @@ class ProxyCore:
         )
         body = m.body if isinstance(m.body, dict) else {}
         dups: set[str] = getattr(body, "dups", set())
-        if m.kind is Kind.REQUEST:
+        if m.kind is _REQUEST:
             rid = None if "id" in dups else m.id
             self._audit(out, "invalid_message", source, id=rid, method=m.method, reason=reason)
             self._answer(
                 out, source, rid, INVALID_REQUEST, f"acp-proxy: ambiguous message: {reason}"
             )
         else:
-            event = "notification_dropped" if m.kind is Kind.NOTIFICATION else "invalid_message"
+            event = "notification_dropped" if m.kind is _NOTIFICATION else "invalid_message"
             self._drop(out, m, source, event, reason)
 
     # ------------------------------------------------------- client->agent
 
     def _from_client(self, m: Message, now: float, out: list[Action]) -> None:
         kind = m.kind
-        if kind is Kind.REQUEST or kind is Kind.NOTIFICATION:
+        if kind is _REQUEST or kind is _NOTIFICATION:
             method = m.method
             assert method is not None
             sid = m.session_id
@@ -344,34 +378,34 @@ class ProxyCore:
                     "capability": rejection.capability,
                     "reason": rejection.reason,
                 }
-                if kind is Kind.REQUEST:
-                    self._audit(out, "mutation_rejected", Peer.CLIENT, **fields)
+                if kind is _REQUEST:
+                    self._audit(out, "mutation_rejected", _CLIENT, **fields)
                     self._answer(
                         out,
-                        Peer.CLIENT,
+                        _CLIENT,
                         m.id,
                         self.config.enforcement.reject_code,
                         rejection.message,
                         rejection.data,
                     )
                 else:
-                    self._audit(out, "mutation_rejected", Peer.CLIENT, **fields)
+                    self._audit(out, "mutation_rejected", _CLIENT, **fields)
                     self._n["dropped"] += 1
-                    self._audit(out, "notification_dropped", Peer.CLIENT, **fields)
+                    self._audit(out, "notification_dropped", _CLIENT, **fields)
                 return
-            if kind is Kind.REQUEST and not self._track(Peer.CLIENT, m, out):
+            if kind is _REQUEST and not self._track(_CLIENT, m, out):
                 return
-            gone = self._closed[Peer.AGENT]
+            gone = self._closed[_AGENT]
             if gone is not None:
-                if kind is Kind.REQUEST:
-                    self._pending[Peer.CLIENT].pop(m.id, None)
-                    self._answer(out, Peer.CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
+                if kind is _REQUEST:
+                    self._pending[_CLIENT].pop(m.id, None)
+                    self._answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
                 else:
-                    self._drop(out, m, Peer.CLIENT, "notification_dropped", gone)
+                    self._drop(out, m, _CLIENT, "notification_dropped", gone)
                 return
-            self._forward(out, Peer.AGENT, m.raw)
+            self._forward(out, _AGENT, m.raw)
             return
-        self._response(Peer.CLIENT, m, now, out)
+        self._response(_CLIENT, m, now, out)
 
     def _unestablished(self, sid: str) -> bool:
         """Named by the agent but neither created, loaded nor announced to the client."""
@@ -398,7 +432,7 @@ class ProxyCore:
         """A response from ``source`` to a request of the other peer."""
         if m.malformed_error:
             self._n["malformed_errors"] += 1
-        to = source.other
+        to = _AGENT if source is _CLIENT else _CLIENT
         if m.id is None:  # error response to something unreadable: pass it on
             self._forward(out, to, m.raw)
             return
@@ -407,7 +441,7 @@ class ProxyCore:
             self._drop(out, m, source, "unknown_response", f"no request with id {m.id!r} in flight")
             return
         self._forward(out, to, m.raw)
-        if source is Peer.AGENT and m.kind is Kind.RESPONSE:
+        if source is _AGENT and m.kind is _RESPONSE:
             method = entry[0]
             result = m.body.get("result")
             if method in _CREATES_SESSION and isinstance(result, dict):
@@ -422,17 +456,17 @@ class ProxyCore:
     # ------------------------------------------------------- agent->client
 
     def _from_agent(self, m: Message, now: float, out: list[Action]) -> None:
-        if m.kind is Kind.REQUEST:
-            if not self._track(Peer.AGENT, m, out):
+        if m.kind is _REQUEST:
+            if not self._track(_AGENT, m, out):
                 return
-            if self._closed[Peer.CLIENT] is not None:
-                self._pending[Peer.AGENT].pop(m.id, None)
+            if self._closed[_CLIENT] is not None:
+                self._pending[_AGENT].pop(m.id, None)
                 self._answer(
-                    out, Peer.AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[Peer.CLIENT]}"
+                    out, _AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[_CLIENT]}"
                 )
                 return
-        elif m.kind is not Kind.NOTIFICATION:
-            self._response(Peer.AGENT, m, now, out)
+        elif m.kind is not _NOTIFICATION:
+            self._response(_AGENT, m, now, out)
             return
         # Fast path: a message for a session the client knows, releasing nothing.
         if self._unknown_session(m) is None:
@@ -485,7 +519,7 @@ class ProxyCore:
             self._audit(
                 out,
                 "held",
-                Peer.AGENT,
+                _AGENT,
                 sessionId=sid,
                 method=m.method,
                 id=m.id,
@@ -497,7 +531,7 @@ class ProxyCore:
     def _release(self, sid: str, now: float, out: list[Action], why: str) -> None:
         msgs = self.hold.take(sid)
         if msgs:
-            self._audit(out, "released", Peer.AGENT, sessionId=sid, count=len(msgs), reason=why)
+            self._audit(out, "released", _AGENT, sessionId=sid, count=len(msgs), reason=why)
             self._route_all(msgs, now, out)
 
     def _expire(
@@ -509,13 +543,13 @@ class ProxyCore:
     ) -> None:
         policy = self.config.hold.on_expire
         why = f"{ev.reason}; {policy}"
-        if ev.reason == "agent_exited" and self._closed[Peer.CLIENT] is not None:
+        if ev.reason == "agent_exited" and self._closed[_CLIENT] is not None:
             policy = "drop"
             why = f"{ev.reason}; drop (the client is gone too)"
         self._audit(
             out,
             "hold_expired",
-            Peer.AGENT,
+            _AGENT,
             sessionId=ev.session_id,
             count=len(ev.messages),
             reason=why,
@@ -536,20 +570,20 @@ class ProxyCore:
                 self._route_all(ev.messages + later, now, out)
             return
         for m in ev.messages:
-            if m.kind is Kind.REQUEST and self._pending[Peer.AGENT].pop(m.id, None) is not None:
+            if m.kind is _REQUEST and self._pending[_AGENT].pop(m.id, None) is not None:
                 self._audit(
                     out,
                     "request_dropped",
-                    Peer.AGENT,
+                    _AGENT,
                     sessionId=ev.session_id,
                     method=m.method,
                     id=m.id,
                     reason=f"held: {ev.reason}",
                 )
-                if self._closed[Peer.AGENT] is None:
+                if self._closed[_AGENT] is None:
                     self._answer(
                         out,
-                        Peer.AGENT,
+                        _AGENT,
                         m.id,
                         INVALID_REQUEST,
                         f"acp-proxy: session {ev.session_id!r} was never announced to the client "
@@ -559,8 +593,8 @@ class ProxyCore:
                 else:
                     self._n["dropped"] += 1
             else:  # a notification, or a request already answered when the client left
-                event = "request_dropped" if m.kind is Kind.REQUEST else "notification_dropped"
-                self._drop(out, m, Peer.AGENT, event, f"held: {ev.reason}")
+                event = "request_dropped" if m.kind is _REQUEST else "notification_dropped"
+                self._drop(out, m, _AGENT, event, f"held: {ev.reason}")
 
     def _deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
         """Forwards one agent message the client can know about; returns what it releases."""
@@ -581,13 +615,13 @@ class ProxyCore:
                             self._drop(
                                 out,
                                 m,
-                                Peer.AGENT,
+                                _AGENT,
                                 "duplicate_dropped",
                                 "repeats the last state_update",
                             )
                             return []
                         self.dedup.delivered(channel, upd)
-        self._forward(out, Peer.CLIENT, m.raw)
+        self._forward(out, _CLIENT, m.raw)
         return []
 
     def _subagent_update(
@@ -601,12 +635,12 @@ class ProxyCore:
             self._audit(
                 out,
                 "invalid_subagent_update",
-                Peer.AGENT,
+                _AGENT,
                 sessionId=parent,
                 method=m.method,
                 reason="subagent_update without a string sessionId",
             )
-            self._forward(out, Peer.CLIENT, m.raw)
+            self._forward(out, _CLIENT, m.raw)
             return []
         cid = view.session_id
         reg = self.registry
@@ -629,7 +663,7 @@ class ProxyCore:
             if only_state:
                 self._n["duplicates_removed"] += 1
                 self._drop(
-                    out, m, Peer.AGENT, "duplicate_dropped", "repeats the child's last state mirror"
+                    out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror"
                 )
                 return []
             body = exact_body(m.raw)
@@ -643,47 +677,45 @@ class ProxyCore:
                 self._audit(
                     out,
                     "duplicate_dropped",
-                    Peer.AGENT,
+                    _AGENT,
                     sessionId=cid,
                     parentSessionId=parent,
                     method=m.method,
                     reason="state field removed: repeats the child's last state mirror",
                 )
             self._audit(
-                out, "child_updated", Peer.AGENT, sessionId=cid, parentSessionId=existing.parent_id
+                out, "child_updated", _AGENT, sessionId=cid, parentSessionId=existing.parent_id
             )
-            self._forward(out, Peer.CLIENT, data)
+            self._forward(out, _CLIENT, data)
             return []
         outcome = reg.apply(parent, view, now)
         if outcome is UpdateOutcome.REFUSED:
             limit = self.config.limits.max_children
-            self._drop(out, m, Peer.AGENT, "notification_dropped", f"limits.max_children ({limit})")
+            self._drop(out, m, _AGENT, "notification_dropped", f"limits.max_children ({limit})")
             return []
         if outcome is UpdateOutcome.INVALID:
             self._audit(
                 out,
                 "invalid_subagent_update",
-                Peer.AGENT,
+                _AGENT,
                 sessionId=cid,
                 parentSessionId=parent,
                 reason="names the parent itself, an ancestor, or a known ordinary session",
             )
-            self._forward(out, Peer.CLIENT, data)
+            self._forward(out, _CLIENT, data)
             return []
         if self._dedup_on and view.state is not UNSET:
             self.dedup.delivered(("mirror", cid), view.state)
         child = reg.child(cid)
         assert child is not None
-        self._forward(out, Peer.CLIENT, data)
+        self._forward(out, _CLIENT, data)
         if outcome is UpdateOutcome.ANNOUNCED:
-            self._audit(out, "child_announced", Peer.AGENT, sessionId=cid, parentSessionId=parent)
+            self._audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
             msgs = self.hold.take(cid)
             if msgs:
                 self._audit(
-                    out, "released", Peer.AGENT, sessionId=cid, count=len(msgs), reason="announced"
+                    out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced"
                 )
             return msgs
-        self._audit(
-            out, "child_updated", Peer.AGENT, sessionId=cid, parentSessionId=child.parent_id
-        )
+        self._audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id)
         return []
