@@ -62,7 +62,10 @@ depend on the reader.
 
 Refused by the adapter itself: a plain ``initialize`` (acp-proxy is then the
 last component, where a proxy cannot run), with -32600; a malformed
-envelope, with -32602.
+envelope, with -32602; an envelope from the successor wrapping
+``proxy/successor`` or ``proxy/initialize`` (either spelling), with -32600:
+passed on to the client it would be the proxy's own request to the conductor,
+which routes it back to the successor as if the client had sent it.
 """
 
 from __future__ import annotations
@@ -323,6 +326,12 @@ class ChainAdapter:
             member_spans(m.raw, *top["params"], dups=dups)
         if dups & {"method", "params"}:
             reason = f"duplicate {' and '.join(sorted(dups & {'method', 'params'}))} in {m.method}"
+            self._refuse(m, out, INVALID_REQUEST, reason)
+            return
+        if inner_method in _SUCCESSOR or inner_method in _INITIALIZE:
+            # Passed on, it would leave as *our* request on the conductor
+            # connection, which the conductor reads as ours to our successor.
+            reason = f"the successor sent {inner_method}, a method only the conductor sends"
             self._refuse(m, out, INVALID_REQUEST, reason)
             return
         params = self._member(m, ("params", "params"), inner_params)
