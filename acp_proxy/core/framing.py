@@ -62,7 +62,6 @@ class LineFramer:
             raise ValueError("max_message_bytes must be >= 1")
         self.max_message_bytes = max_message_bytes
         self._buf = bytearray()
-        self._scanned = 0  # bytes of _buf already known to hold no newline
         self._skipping = 0  # >0: inside an oversize message, bytes skipped so far
         self._skipped_cr = False  # the last byte skipped was \r (maybe part of \r\n)
         self._bom_checked = False
@@ -72,8 +71,8 @@ class LineFramer:
         """Bytes held for an incomplete frame (at most ``max_message_bytes + 1``)."""
         return len(self._buf)
 
-    def feed(self, data: bytes | bytearray) -> Iterator[bytes | Oversize]:
-        """Adds ``data`` and yields every frame it completes, in order.
+    def feed(self, data: bytes | bytearray) -> list[bytes | Oversize]:
+        """Adds ``data`` and returns every frame it completes, in order.
 
         Frames are ``bytes`` without the line ending (``\\n`` or ``\\r\\n``).
         Empty lines are skipped silently (blank lines carry no message).
@@ -81,62 +80,86 @@ class LineFramer:
         Args:
             data: the next chunk of the stream, any length (may be empty).
 
-        Yields:
+        Returns:
             ``bytes`` frames and :class:`Oversize` reports, in stream order.
         """
+        out: list[bytes | Oversize] = []
         if not data:
-            return
-        self._buf += data
-        if not self._bom_checked:
-            if len(self._buf) < len(BOM) and BOM.startswith(bytes(self._buf)):
-                return
-            self._bom_checked = True
-            if self._buf.startswith(BOM):
-                del self._buf[: len(BOM)]
+            return out
         buf = self._buf
-        start = 0
+        if not self._bom_checked:
+            buf += data
+            if len(buf) < len(BOM) and BOM.startswith(bytes(buf)):
+                return out
+            self._bom_checked = True
+            if buf.startswith(BOM):
+                del buf[: len(BOM)]
+            data = bytes(buf)
+            buf.clear()
+        elif type(data) is not bytes:
+            data = bytes(data)
         limit = self.max_message_bytes
+        start = 0
+        # Frames are sliced from ``data`` itself (one copy each); only a message
+        # begun in an earlier chunk goes through the buffer.
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._skipping += len(data)
+                self._skipped_cr = data[-1] == 0x0D
+                return out
+            total = self._skipping + nl
+            # A \r before the \n is line ending, not message (it may lie in an
+            # earlier chunk), as for a complete oversize line below.
+            if (data[nl - 1] == 0x0D) if nl > 0 else self._skipped_cr:
+                total -= 1
+            self._skipping = 0
+            out.append(Oversize(total, True))
+            start = nl + 1
+        elif buf:
+            nl = data.find(b"\n")
+            if nl < 0:
+                buf += data
+                self._tail()
+                return out
+            buf += data[:nl]
+            if buf[-1] == 0x0D:
+                del buf[-1]
+            length = len(buf)
+            if length > limit:
+                out.append(Oversize(length, True))
+            elif length:
+                out.append(bytes(buf))
+            buf.clear()
+            start = nl + 1
+        find = data.find
+        append = out.append
         while True:
-            nl = buf.find(b"\n", max(start, self._scanned))
+            nl = find(b"\n", start)
             if nl < 0:
                 break
-            self._scanned = 0
-            if self._skipping:
-                total = self._skipping + (nl - start)
-                # A \r before the \n is line ending, not message (it may lie in an
-                # earlier chunk), as for a complete oversize line below.
-                if (buf[nl - 1] == 0x0D) if nl > start else self._skipped_cr:
-                    total -= 1
-                self._skipping = 0
-                start = nl + 1
-                yield Oversize(total, True)
-                continue
             end = nl
-            if end > start and buf[end - 1] == 0x0D:
+            if end > start and data[end - 1] == 0x0D:
                 end -= 1
             length = end - start
             if length > limit:
-                yield Oversize(length, True)
+                append(Oversize(length, True))
             elif length:
-                yield bytes(buf[start:end])
+                append(data[start:end])
             start = nl + 1
-        if start:
-            del buf[:start]
-        # Whatever is left has no newline.
-        if self._skipping:
-            self._skipping += len(buf)
-            if buf:
-                self._skipped_cr = buf[-1] == 0x0D
-            buf.clear()
-            self._scanned = 0
-        elif len(buf) > limit + 1:
+        if start < len(data):
+            buf += data[start:] if start else data
+            self._tail()
+        return out
+
+    def _tail(self) -> None:
+        """``_buf`` holds the start of a message, no newline: skip it if too long."""
+        buf = self._buf
+        if len(buf) > self.max_message_bytes + 1:
             # +1 leaves room for a trailing \r of a message of exactly `limit` bytes.
             self._skipping = len(buf)
             self._skipped_cr = buf[-1] == 0x0D
             buf.clear()
-            self._scanned = 0
-        else:
-            self._scanned = len(buf)
 
     def close(self) -> Iterator[Partial | Oversize]:
         """Ends the stream; reports a half-written last line, if any.
@@ -151,4 +174,3 @@ class LineFramer:
             yield Partial(len(self._buf))
         self._skipping = 0
         self._buf.clear()
-        self._scanned = 0

@@ -1,6 +1,6 @@
-"""Differential tests: the optimized parser and core against frozen reference copies.
+"""Differential tests: the optimized parser, core and framer against frozen reference copies.
 
-``_ref_jsonrpc`` / ``_ref_hold`` / ``_ref_engine`` are the implementations of
+``_ref_jsonrpc`` / ``_ref_hold`` / ``_ref_engine`` / ``_ref_framing`` are the implementations of
 commit 7c37d17, before the hot-path optimizations. Every frame must classify
 to the same verdict (kind, id, method, params, reason, parse error,
 ambiguity, malformed error, decoded body and its duplicate-key record, batch
@@ -9,11 +9,13 @@ items), and every event sequence must produce the same actions and counters.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from typing import Any
 
 import _ref_engine
+import _ref_framing
 import _ref_jsonrpc
 import attrs
 from corekit import AGENT, CLIENT, open_session
@@ -25,6 +27,7 @@ from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core import jsonrpc
 from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.framing import BOM, LineFramer
 
 # ------------------------------------------------------------------ frame corpus
 
@@ -276,3 +279,39 @@ def test_core_matches_the_reference_on_generated_traffic() -> None:
             else:
                 evs.append(("close", rnd.choice([CLIENT, AGENT]), b""))
         _run_both(evs, rnd.choice(["release", "drop"]))
+
+
+# ------------------------------------------------------------------ framer
+
+_PIECES = [b"{}", b"\n", b"\r", b"\r\n", b"x", b"abcdefgh", BOM, b"\xef", b"\n\n", b"0123456789"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), max_size=30),
+    cuts=st.lists(st.integers(0, 40), max_size=10),
+    limit=st.integers(1, 12),
+    bytearrays=st.booleans(),
+)
+def test_framer_matches_the_reference(
+    pieces: list[bytes], cuts: list[int], limit: int, bytearrays: bool
+) -> None:
+    """Same frames (exact type), reports and buffered size after every chunk."""
+    stream = b"".join(pieces)
+    bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    new, ref = LineFramer(limit), _ref_framing.LineFramer(limit)
+    for lo, hi in itertools.pairwise(bounds):
+        chunk: bytes | bytearray = stream[lo:hi]
+        if bytearrays:
+            chunk = bytearray(chunk)
+        got, want = new.feed(chunk), list(ref.feed(chunk))
+        assert [(type(x).__name__, _attrs_or_bytes(x)) for x in got] == [
+            (type(x).__name__, _attrs_or_bytes(x)) for x in want
+        ]
+        assert new.buffered_bytes == ref.buffered_bytes
+    end_new, end_ref = list(new.close()), list(ref.close())
+    assert [_attrs_or_bytes(x) for x in end_new] == [_attrs_or_bytes(x) for x in end_ref]
+
+
+def _attrs_or_bytes(x: Any) -> Any:
+    return x if isinstance(x, bytes) else attrs.asdict(x)
