@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -27,9 +27,11 @@ class Peer(enum.Enum):
         return "client->agent" if self is Peer.CLIENT else "agent->client"
 
 
-@attrs.frozen(slots=True)
-class Send:
+class Send(NamedTuple):
     """Write one message to ``to``.
+
+    A named tuple rather than an attrs class: one is made per message, and a
+    frozen attrs instance costs twice as much to build.
 
     Attributes:
         to: the receiving peer.
