@@ -440,15 +440,37 @@ def _parse_strict(raw: bytes) -> Message:
         m.parse_error = True
         m.reason = f"not valid JSON: {_short(str(exc))}"
         return m
+    if isinstance(body, dict) and _ambiguous(body):
+        m = classify(raw, body)  # refused anyway; its body tells which keys repeat
+        m.ambiguous = True
+        return m
+    # Decide on plain dicts: the duplicate-recording subclass must never reach
+    # the engine, whose shape checks are exact (`type(x) is dict`).
+    ambiguous_items = (
+        [isinstance(e, dict) and _ambiguous(e) for e in body] if isinstance(body, list) else []
+    )
+    if _has_any_dups(body):
+        body = exact_body(raw)
     m = classify(raw, body)
-    if isinstance(body, dict):
-        if _ambiguous(body):
-            m.ambiguous = True
-    elif m.kind is _BATCH:
-        for item, elem in zip(m.items, body, strict=True):
-            if isinstance(elem, dict) and _ambiguous(elem):
+    if m.kind is _BATCH:
+        for item, flag in zip(m.items, ambiguous_items, strict=True):
+            if flag:
                 item.ambiguous = True
     return m
+
+
+def _has_any_dups(value: Any) -> bool:
+    """True when a ``_DupDict`` occurs anywhere in ``value`` (iterative walk)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if isinstance(v, _DupDict):
+                return True
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def _short(text: str, limit: int = 120) -> str:

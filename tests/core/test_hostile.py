@@ -11,6 +11,7 @@ from corekit import (
     chunk,
     decoded,
     enc,
+    events,
     notif,
     open_session,
     req,
@@ -67,3 +68,35 @@ def test_snake_case_session_id_cannot_smuggle_child_traffic_past_the_hold() -> N
     ext = notif("_vendor/x", {"session_id": "C"})
     assert sends(core.receive(AGENT, ext, 0.0), CLIENT) == [ext]
     assert_accounting(core)
+
+
+def test_duplicate_content_key_in_announcement_still_registers_the_child() -> None:
+    """A subagent_update with a repeated non-decision key (title) is still a child announcement."""
+    core = ProxyCore()
+    open_session(core, "P")
+    raw = (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"P","update":'
+        b'{"sessionUpdate":"subagent_update","sessionId":"C","title":"a","title":"b"}}}'
+    )
+    out = core.receive(AGENT, raw, 0.0)
+    assert sends(out, CLIENT) == [raw]  # forwarded byte for byte
+    child = core.registry.child("C")
+    assert child is not None
+    assert child.title == "b"  # last wins, as JSON parsers read it
+    out = core.receive(CLIENT, req(1, "session/prompt", {"sessionId": "C", "prompt": []}), 0.0)
+    assert sends(out, AGENT) == []
+    assert "mutation_rejected" in events(out)
+
+
+def test_duplicate_content_key_in_a_batch_element_keeps_it_a_plain_message() -> None:
+    """A batch element with a repeated content key is handled like the same element alone."""
+    core = ProxyCore()
+    open_session(core, "P")
+    elem = (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"P","update":'
+        b'{"sessionUpdate":"subagent_update","sessionId":"C","_meta":{"k":1,"k":2}}}}'
+    )
+    core.receive(AGENT, b"[" + elem + b"]", 0.0)
+    child = core.registry.child("C")
+    assert child is not None
+    assert child.meta == {"k": 2}
