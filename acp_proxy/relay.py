@@ -35,7 +35,7 @@ log = logging.getLogger("acp_proxy.relay")
 
 _LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 _MAX_COALESCE = 256  # batches merged into one write
-DEFAULT_MAX_QUEUED_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 
 class _ByteBudget:
