@@ -20,16 +20,15 @@ too, with status 0: the conductor is gone.
 from __future__ import annotations
 
 import logging
-import math
 
 import trio
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Audit, Report, Send
+from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.framing import Oversize, Partial
-from acp_proxy.relay import AuditSink
+from acp_proxy.shell import AuditSink, CoreTimer, coalesce, route_actions
 from acp_proxy.transport.base import Closed, FrameTransport
 from acp_proxy.transport.stdio import open_stdio_transport
 
@@ -37,8 +36,6 @@ __all__ = ["ChainRelay", "run_chain"]
 
 log = logging.getLogger("acp_proxy.chain")
 
-_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-_MAX_COALESCE = 256  # queued batches merged into one write
 FLUSH_TIMEOUT_SECONDS = 30.0
 
 
@@ -64,7 +61,7 @@ class ChainRelay:
         self.conductor = conductor
         self.audit = audit
         self._tx, self._rx = trio.open_memory_channel[list[bytes] | None](channel_batches)
-        self._timer_scope: trio.CancelScope | None = None
+        self._timer = CoreTimer(adapter.get_timer, self._fire_timer)
         self._read_scope = trio.CancelScope()
         self._flushed = trio.Event()
         self._detail = "conductor closed the connection"
@@ -73,7 +70,7 @@ class ChainRelay:
         """Relays until the conductor's stream has ended and the answers are flushed."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._writer)
-            nursery.start_soon(self._timer)
+            nursery.start_soon(self._timer.run)
             with self._read_scope:
                 await self._read()
             await self._apply(self.adapter.conductor_closed(trio.current_time(), self._detail))
@@ -104,30 +101,12 @@ class ChainRelay:
 
     async def _apply(self, actions: list[Action]) -> None:
         """Carries out adapter actions in order: sends are queued as one batch."""
-        frames: list[bytes] = []
-        for a in actions:
-            if type(a) is Send:
-                frames.append(a.data)
-            elif type(a) is Audit:
-                if self.audit is not None:
-                    self.audit.write(a)
-            elif type(a) is Report:
-                log.log(_LEVELS.get(a.level, logging.WARNING), "%s", a.text)
-        if frames:
-            await self._tx.send(frames)
-        scope = self._timer_scope
-        deadline = self.adapter.get_timer()
-        if scope is not None and deadline is not None and deadline < scope.deadline:
-            scope.deadline = deadline
+        for frames in route_actions(actions, self.audit).values():
+            await self._tx.send(frames)  # every send goes to the conductor
+        self._timer.poke()
 
-    async def _timer(self) -> None:
-        while True:
-            deadline = self.adapter.get_timer()
-            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
-                self._timer_scope = scope
-                await trio.sleep_forever()
-            self._timer_scope = None
-            await self._apply(self.adapter.handle_timer(trio.current_time()))
+    async def _fire_timer(self, now: float) -> None:
+        await self._apply(self.adapter.handle_timer(now))
 
     async def _writer(self) -> None:
         broken = False
@@ -136,15 +115,7 @@ class ChainRelay:
             frames = await self._rx.receive()
             if frames is None:
                 break
-            for _ in range(_MAX_COALESCE):
-                try:
-                    more = self._rx.receive_nowait()
-                except trio.WouldBlock:
-                    break
-                if more is None:
-                    done = True
-                    break
-                frames.extend(more)
+            frames, done = coalesce(self._rx, frames)  # one write for what is queued
             if broken:
                 continue
             try:

@@ -17,24 +17,21 @@ error naming it, those answers are flushed, and :meth:`Relay.run` returns.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 import attrs
 import trio
 
-from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
+from acp_proxy.core.actions import Action, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.framing import Oversize, Partial
+from acp_proxy.shell import AuditSink, CoreTimer, coalesce, route_actions
 from acp_proxy.transport.base import Closed, FrameTransport
 
 __all__ = ["AuditSink", "Relay", "RelayResult"]
 
 log = logging.getLogger("acp_proxy.relay")
 
-_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-_MAX_COALESCE = 256  # batches merged into one write
 DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 
@@ -60,17 +57,6 @@ class _ByteBudget:
     def release(self, n: int) -> None:
         self.queued_bytes -= n
         self._lot.unpark_all()
-
-
-def _brief(fields: dict[str, object]) -> str:
-    return " ".join(f"{k}={v!r}" for k, v in fields.items() if v is not None and k != "content")
-
-
-class AuditSink(Protocol):
-    """Where :class:`~acp_proxy.core.actions.Audit` records go."""
-
-    def write(self, record: Audit) -> None:
-        """Records one audit event (must not block for long)."""
 
 
 @attrs.frozen
@@ -138,7 +124,7 @@ class Relay:
         self._budgets = {peer: _ByteBudget(max_queued_bytes) for peer in Peer}
         self._client_gone = False
         self._client_closed_first = False
-        self._timer_scope: trio.CancelScope | None = None
+        self._timer = CoreTimer(core.get_timer, self._fire_timer)
         self._nursery: trio.Nursery | None = None
         self._client_flushed = trio.Event()
 
@@ -153,7 +139,7 @@ class Relay:
             self._nursery = nursery
             for peer in Peer:
                 nursery.start_soon(self._writer, peer)
-            nursery.start_soon(self._timer)
+            nursery.start_soon(self._timer.run)
             nursery.start_soon(self._read_client)
             status = await self._read_agent()
             # Client told; let the client writer flush (bounded: a client that
@@ -171,39 +157,13 @@ class Relay:
 
     async def _apply(self, actions: list[Action]) -> None:
         """Carries out core actions in order; Sends are grouped per peer."""
-        batch: dict[Peer, list[bytes]] = {}
-        debug = log.isEnabledFor(logging.DEBUG)
-        for a in actions:
-            if type(a) is Send:
-                batch.setdefault(a.to, []).append(a.data)
-            elif type(a) is Audit:
-                if self.audit is not None:
-                    self.audit.write(a)
-                if debug:
-                    log.debug("%s %s %s", a.event, a.direction or "", _brief(a.fields))
-            elif type(a) is Report:
-                log.log(_LEVELS.get(a.level, logging.WARNING), "%s", a.text)
-        for peer, frames in batch.items():
+        for peer, frames in route_actions(actions, self.audit).items():
             await self._budgets[peer].acquire(sum(map(len, frames)))
             await self._channels[peer][0].send(frames)
-        self._retime()
+        self._timer.poke()
 
-    def _retime(self) -> None:
-        scope = self._timer_scope
-        if scope is None:
-            return
-        deadline = self.core.get_timer()
-        if deadline is not None and deadline < scope.deadline:
-            scope.deadline = deadline
-
-    async def _timer(self) -> None:
-        while True:
-            deadline = self.core.get_timer()
-            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
-                self._timer_scope = scope
-                await trio.sleep_forever()
-            self._timer_scope = None
-            await self._apply(self.core.handle_timer(self._now()))
+    async def _fire_timer(self, now: float) -> None:
+        await self._apply(self.core.handle_timer(now))
 
     async def _writer(self, peer: Peer) -> None:
         rx = self._channels[peer][1]
@@ -215,16 +175,7 @@ class Relay:
             frames = await rx.receive()
             if frames is None:
                 break
-            # Coalesce whatever else is already queued into one write.
-            for _ in range(_MAX_COALESCE):
-                try:
-                    more = rx.receive_nowait()
-                except trio.WouldBlock:
-                    break
-                if more is None:
-                    done = True
-                    break
-                frames.extend(more)
+            frames, done = coalesce(rx, frames)  # one write for what is queued
             size = sum(map(len, frames))
             if broken:
                 budget.release(size)
@@ -252,17 +203,21 @@ class Relay:
 
     # ------------------------------------------------------------- readers
 
-    async def _read_client(self) -> None:
-        transport = self.transports[Peer.CLIENT]
+    async def _pump(self, peer: Peer) -> None:
+        """Feeds ``peer``'s frames to the core until its stream ends."""
+        transport = self.transports[peer]
         while True:
             try:
                 batch = await transport.receive_batch()
             except Closed as exc:
                 log.info("%s", exc)
-                batch = None
+                return
             if batch is None:
-                break
-            await self._feed(Peer.CLIENT, batch)
+                return
+            await self._feed(peer, batch)
+
+    async def _read_client(self) -> None:
+        await self._pump(Peer.CLIENT)
         await self._on_client_gone("client closed its stream", stdin_eof=True)
 
     async def _on_client_gone(self, detail: str, *, stdin_eof: bool = False) -> None:
@@ -282,16 +237,7 @@ class Relay:
         await self._channels[Peer.AGENT][0].send(None)
 
     async def _read_agent(self) -> int | None:
-        transport = self.transports[Peer.AGENT]
-        while True:
-            try:
-                batch = await transport.receive_batch()
-            except Closed as exc:
-                log.info("%s", exc)
-                batch = None
-            if batch is None:
-                break
-            await self._feed(Peer.AGENT, batch)
+        await self._pump(Peer.AGENT)
         status: int | None = None
         if self._wait_agent is not None:
             status = await self._wait_agent()
