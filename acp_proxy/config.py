@@ -218,6 +218,8 @@ class ListenConfig:
         token_file: file holding the bearer token; required for non-loopback binds.
         allowed_origins: Origin header allow-list; empty = any origin.
         max_connections: concurrent connections, each with its own agent.
+        max_pending_handshakes: TCP connections beyond ``max_connections`` held
+            open at once (upgrade handshakes in progress); one more is closed at once.
         ping_interval_seconds: keepalive ping period; 0 = off.
         ping_timeout_seconds: a peer not answering a ping within this is closed.
     """
@@ -225,6 +227,7 @@ class ListenConfig:
     token_file: str = ""
     allowed_origins: list[str] = attrs.field(factory=list)
     max_connections: int = attrs.field(default=16, validator=_positive)
+    max_pending_handshakes: int = attrs.field(default=64, validator=_positive)
     ping_interval_seconds: float = attrs.field(default=20.0, validator=_non_negative)
     ping_timeout_seconds: float = attrs.field(default=20.0, validator=_positive)
 

@@ -8,6 +8,8 @@ a remote WebSocket endpoint is the agent.
 Upgrade requests failing :func:`~acp_proxy.ws_upgrade.check_upgrade` get its
 HTTP status (404, 403, 401); then too many connections (or shutting down) is
 503, an agent that cannot start 500. A non-loopback bind needs a token.
+At most ``max_connections + max_pending_handshakes`` TCP connections are open
+at once (:class:`_BoundedListener`); one accepted beyond that is closed at once.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ import itertools
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
-from functools import partial
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import trio
 from trio_websocket import (
@@ -27,7 +28,7 @@ from trio_websocket import (
     Endpoint,
     HandshakeError,
     WebSocketRequest,
-    serve_websocket,
+    WebSocketServer,
 )
 
 from acp_proxy.app import agent_relay
@@ -63,11 +64,117 @@ log = logging.getLogger("acp_proxy")
 
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
 
+#: at most one warning per this many seconds about connections closed at the bound
+REFUSAL_LOG_SECONDS = 10.0
+
 
 def _endpoint(ep: Endpoint | str) -> str:
     if isinstance(ep, str):
         return ep
     return f"[{ep.address}]:{ep.port}" if ep.address.version == 6 else f"{ep.address}:{ep.port}"
+
+
+def _address(sockname: tuple[str, int] | tuple[str, int, int, int]) -> str:
+    host, port = sockname[0], sockname[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _StreamSlots:
+    """Counts the TCP streams the listeners hold open: handshakes in progress and upgraded.
+
+    Args:
+        limit: streams open at once; a stream accepted beyond it is refused.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        #: streams refused so far
+        self.refused = 0
+        self._logged = 0
+        self._next_log = -float("inf")
+
+    def take(self) -> bool:
+        """Takes a slot for a stream just accepted; ``False`` (counted, logged) when full."""
+        if self.open < self.limit:
+            self.open += 1
+            return True
+        self.refused += 1
+        now = trio.current_time()
+        if now >= self._next_log:
+            log.warning(
+                "%d TCP connections open (listen.max_connections + "
+                "listen.max_pending_handshakes): closed %d new connection(s) at once",
+                self.limit,
+                self.refused - self._logged,
+            )
+            self._logged = self.refused
+            self._next_log = now + REFUSAL_LOG_SECONDS
+        return False
+
+    def release(self) -> None:
+        """Frees the slot of a stream that closed."""
+        self.open -= 1
+
+
+class _SlotStream(trio.abc.Stream):
+    """An accepted TCP stream holding one slot of :class:`_StreamSlots` until closed.
+
+    Its ``repr`` is the peer's address: trio-websocket's ``request.remote`` is
+    the ``repr`` of a stream that is not a ``trio.SocketStream``.
+    """
+
+    def __init__(self, stream: trio.SocketStream, release: Callable[[], None]) -> None:
+        self._stream = stream
+        self._release: Callable[[], None] | None = release
+        try:
+            self._peer = _address(stream.socket.getpeername())
+        except OSError:
+            self._peer = "unknown peer"
+
+    def __repr__(self) -> str:
+        return self._peer
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self._stream.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        """Frees the slot (the first time only), then closes the socket."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+        await self._stream.aclose()
+
+
+class _BoundedListener(trio.abc.Listener[trio.abc.Stream]):
+    """A TCP listener whose accepted streams hold slots of ``slots`` (shared by all listeners).
+
+    A connection accepted while every slot is taken is closed at once and
+    never handed out. ``trio.serve_listeners`` closes every stream its handler
+    leaves open (handshake timeout, rejection, cancellation), so every slot
+    handed out is freed.
+    """
+
+    def __init__(self, listener: trio.SocketListener, slots: _StreamSlots) -> None:
+        self.listener = listener
+        self._slots = slots
+
+    async def accept(self) -> trio.abc.Stream:
+        """The next connection that gets a slot."""
+        while True:
+            stream = await self.listener.accept()
+            if self._slots.take():
+                return _SlotStream(stream, self._slots.release)
+            await trio.aclose_forcefully(stream)
+
+    async def aclose(self) -> None:
+        await self.listener.aclose()
 
 
 class _ContextSink:
@@ -245,25 +352,28 @@ async def run_listen(
         print(f"acp-proxy: {exc}", file=sys.stderr)
         return 2
     listener = _Listener(cfg, target, agent_cmd, audit, token)
-    serve = partial(
-        serve_websocket,
-        listener.handle,
-        target.host,
-        target.port,
-        None,
-        max_message_size=cfg.limits.max_message_bytes,
-        connect_timeout=HANDSHAKE_TIMEOUT_SECONDS,
-        disconnect_timeout=CLOSE_TIMEOUT_SECONDS,
-    )
+    slots = _StreamSlots(cfg.listen.max_connections + cfg.listen.max_pending_handshakes)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
                 try:
-                    server = await accepting.start(partial(serve, handler_nursery=connections))
+                    sockets = await trio.open_tcp_listeners(target.port, host=target.host)
                 except OSError as exc:
                     print(f"acp-proxy: cannot listen on {url}: {exc}", file=sys.stderr)
                     return 1
-                urls = [f"ws://{_endpoint(ep)}{target.path}" for ep in server.listeners]
+                server = WebSocketServer(
+                    listener.handle,
+                    # Typed as socket listeners, but only served with
+                    # trio.serve_listeners, which takes any trio.abc.Listener.
+                    [_BoundedListener(s, slots) for s in sockets],  # type: ignore[misc]
+                    handler_nursery=connections,
+                    max_message_size=cfg.limits.max_message_bytes,
+                    connect_timeout=HANDSHAKE_TIMEOUT_SECONDS,
+                    disconnect_timeout=CLOSE_TIMEOUT_SECONDS,
+                )
+                await accepting.start(server.run)
+                addresses = [_address(s.socket.getsockname()) for s in sockets]
+                urls = [f"ws://{address}{target.path}" for address in addresses]
                 print(f"acp-proxy: listening on {' '.join(urls)}", file=sys.stderr, flush=True)
                 task_status.started(urls)
                 async for signum in signals:

@@ -68,6 +68,7 @@ NON_DEFAULT = Config(
         token_file="/run/token",
         allowed_origins=["https://a.example", 'x"y'],
         max_connections=1,
+        max_pending_handshakes=3,
         ping_interval_seconds=0.0,
         ping_timeout_seconds=1e20,
     ),
