@@ -165,6 +165,7 @@ def _reject_constant(name: str) -> Any:
 
 
 _fast_loads = msgspec.json.Decoder().decode
+_fast_dumps = msgspec.json.Encoder().encode
 
 
 def _strict_loads(raw: bytes) -> Any:
@@ -425,8 +426,13 @@ def parse(raw: bytes) -> Message:
         body = _fast_loads(raw)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return _parse_strict(raw)
-    if isinstance(body, list) or _maybe_duplicated(raw):
-        return _parse_strict(raw)  # (batch elements are re-serialized: detect their duplicates)
+    if isinstance(body, list):
+        return _parse_strict(raw)  # batch elements are re-serialized: detect their duplicates
+    # A frame that is exactly the compact encoding of what it decodes to cannot
+    # repeat a key (the encoder writes each key of a dict once) nor escape one:
+    # the common case (the SDKs write compact JSON) skips the slower guard.
+    if _fast_dumps(body) != raw and _maybe_duplicated(raw):
+        return _parse_strict(raw)
     return classify(raw, body)
 
 

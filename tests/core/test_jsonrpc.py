@@ -365,3 +365,64 @@ def test_duplicate_keys_the_proxy_decides_on_in_update_are_ambiguous(update: byt
     """Duplicated state / capabilities / sender keys in params.update are ambiguous."""
     raw = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":'
     assert parse(raw + update + b"}}").ambiguous
+
+
+_decision_key = st.sampled_from(["method", "id", "params", "jsonrpc", "sessionId", "update"])
+_json_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=_decision_key,
+    first=_json_scalar,
+    second=_json_scalar,
+    level=st.sampled_from(["top", "params", "update"]),
+)
+def test_compact_frames_with_a_repeated_decision_key_are_always_ambiguous(
+    key: str, first: Any, second: Any, level: str
+) -> None:
+    """The compact-encoding shortcut never hides a repeated decision key, at any level."""
+    inner = json.dumps({key: first}, separators=(",", ":"))[1:-1]
+    again = json.dumps({key: second}, separators=(",", ":"))[1:-1]
+    members = f"{inner},{again}"
+    if level == "top":
+        if key not in ("method", "id", "params", "jsonrpc"):
+            return  # sessionId and update decide only inside params
+        text = '{"jsonrpc":"2.0","method":"session/update",' + members + "}"
+        if key in ("jsonrpc", "method"):
+            text = '{"params":{},' + members + "}"
+    elif level == "params":
+        key_ok = key in ("sessionId", "update")
+        text = '{"jsonrpc":"2.0","method":"m","params":{' + members + "}}"
+        if not key_ok:
+            return  # only sessionId and update decide inside params
+    else:
+        if key not in ("sessionId",):
+            return
+        text = (
+            '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s",'
+            '"update":{"sessionUpdate":"x",' + members + "}}}"
+        )
+    assert parse(text.encode()).ambiguous
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(max_size=40),
+    number=st.integers(min_value=-(2**80), max_value=2**80),
+    sid=st.text(min_size=1, max_size=8),
+)
+def test_compact_frames_without_repeats_classify_as_the_strict_parser_does(
+    text: str, number: int, sid: str
+) -> None:
+    """A compact frame taking the shortcut gets the same body and verdict as a strict parse."""
+    body = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": sid, "update": {"sessionUpdate": "x", "t": text, "n": number}},
+    }
+    raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    m = parse(raw)
+    assert not m.ambiguous
+    assert m.body == json.loads(raw)
+    assert m.session_id == sid
