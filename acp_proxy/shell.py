@@ -24,6 +24,9 @@ _LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ER
 #: queued batches merged into one write
 MAX_COALESCE = 256
 
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+
 
 class AuditSink(Protocol):
     """Where :class:`~acp_proxy.core.actions.Audit` records go."""
@@ -49,11 +52,13 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
     Returns:
         ``{peer: [frame, ...]}`` (frames without line endings).
     """
-    batch: dict[Peer, list[bytes]] = {}
+    to_client: list[bytes] = []
+    to_agent: list[bytes] = []
     debug = log.isEnabledFor(logging.DEBUG)
     for a in actions:
         if type(a) is Send:
-            batch.setdefault(a.to, []).append(a.data)
+            # identity tests: hashing an Enum member runs Python code
+            (to_client if a.to is _CLIENT else to_agent).append(a.data)
         elif type(a) is Audit:
             if audit is not None:
                 audit.write(a)
@@ -61,6 +66,11 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
                 log.debug("%s %s %s", a.event, a.direction or "", _brief(a.fields))
         elif type(a) is Report:
             log.log(_LEVELS.get(a.level, logging.WARNING), "%s", a.text)
+    batch: dict[Peer, list[bytes]] = {}
+    if to_client:
+        batch[_CLIENT] = to_client
+    if to_agent:
+        batch[_AGENT] = to_agent
     return batch
 
 
