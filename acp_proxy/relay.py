@@ -254,13 +254,20 @@ class Relay:
         core = self.core
         now = self._now()
         actions: list[Action] = []
+        run: list[bytes] = []  # consecutive frames go to the core together
         for item in batch:
             if type(item) is bytes:
-                actions.extend(core.receive(source, item, now))
-            elif isinstance(item, Oversize):
+                run.append(item)
+                continue
+            if run:
+                actions.extend(core.receive_frames(source, run, now))
+                run = []
+            if isinstance(item, Oversize):
                 actions.extend(core.oversize(source, item.size_bytes, item.complete, now))
             elif isinstance(item, Partial):
                 actions.extend(core.partial(source, item.size_bytes, now))
+        if run:
+            actions.extend(core.receive_frames(source, run, now))
         await self._apply(actions)
         if source is Peer.AGENT:
             self._drained.set()  # wakes a client-EOF drain waiting for answers

@@ -31,6 +31,7 @@ from acp_proxy.core.jsonrpc import (
     error_frame,
     exact_body,
     parse,
+    plain_notification,
 )
 from acp_proxy.core.patch import UNSET
 from acp_proxy.core.policy import check_mutation
@@ -169,6 +170,50 @@ class ProxyCore:
                 self._dispatch(source, item, now, out)
         else:
             self._dispatch(source, m, now, out)
+        return out
+
+    def receive_frames(self, source: Peer, frames: list[bytes], now: float) -> list[Action]:
+        """Handles several frames from ``source``, in order (same as :meth:`receive` each).
+
+        Agent notifications that need no inspection (a session the client
+        knows, not a subagent, state or inter-session update) are forwarded
+        without building a :class:`~acp_proxy.core.jsonrpc.Message`.
+
+        Args:
+            source: the peer that sent them.
+            frames: the frames, without line endings.
+            now: the current time, seconds.
+
+        Returns:
+            Actions to carry out in order.
+        """
+        out: list[Action] = []
+        if source is not _AGENT:
+            for raw in frames:
+                out.extend(self.receive(source, raw, now))
+            return out
+        known = self.registry.known
+        n = self._n
+        for raw in frames:
+            body = plain_notification(raw)
+            if body is not None:
+                p = body.get("params")
+                if p is None:
+                    plain = True
+                else:
+                    sid = p.get("sessionId")
+                    plain = type(sid) is not str or sid in known
+                    if plain and body["method"] == "session/update":
+                        upd = p.get("update")
+                        if type(upd) is dict:
+                            su = upd.get("sessionUpdate")
+                            plain = type(su) is not str or su not in _INSPECTED_UPDATES
+                if plain:
+                    n["accepted"] += 1
+                    n["forwarded"] += 1
+                    out.append(Send(_CLIENT, raw))
+                    continue
+            out.extend(self.receive(source, raw, now))
         return out
 
     def _forward_fast(self, data: bytes) -> list[Action]:

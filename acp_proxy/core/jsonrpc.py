@@ -44,6 +44,7 @@ __all__ = [
     "error_frame",
     "exact_body",
     "parse",
+    "plain_notification",
 ]
 
 PARSE_ERROR = -32700
@@ -434,6 +435,38 @@ def parse(raw: bytes) -> Message:
     if _fast_dumps(body) != raw and _maybe_duplicated(raw):
         return _parse_strict(raw)
     return classify(raw, body)
+
+
+def plain_notification(raw: bytes) -> dict[str, Any] | None:
+    """The body of ``raw`` when it is an unremarkable notification, else ``None``.
+
+    Unremarkable: valid JSON, exactly the compact encoding of its decoded value
+    (so no repeated or escaped key), a JSON-RPC 2.0 notification (string
+    ``method``, no ``id`` / ``result`` / ``error``) whose ``params`` is absent or
+    an object without snake_case decision keys. For such a frame :func:`parse`
+    gives a non-ambiguous ``NOTIFICATION``; callers use this to skip building a
+    :class:`Message`. ``None`` means "use :func:`parse`", never "invalid".
+    """
+    try:
+        body = _fast_loads(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if type(body) is not dict or _fast_dumps(body) != raw:
+        return None
+    if (
+        body.get("jsonrpc") != "2.0"
+        or type(body.get("method")) is not str
+        or "id" in body
+        or "result" in body
+        or "error" in body
+    ):
+        return None
+    params = body.get("params")
+    if params is None:
+        return body
+    if type(params) is not dict or _snake_case(params):
+        return None
+    return body
 
 
 def _parse_strict(raw: bytes) -> Message:

@@ -559,3 +559,57 @@ def test_client_messages_after_the_agent_exited_are_answered_or_dropped() -> Non
     [rec] = audits(out, "notification_dropped")
     assert rec.fields["reason"] == "agent exited with status 3"
     assert_accounting(core)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_receive_frames_equals_receive_one_by_one(data: st.DataObject) -> None:
+    """The batched entry point gives the same actions and counters as receive per frame."""
+    sids = ["S", "C", "U"]
+    frame = st.one_of(
+        st.builds(
+            lambda sid, su, text: enc(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {"sessionId": sid, "update": {"sessionUpdate": su, "t": text}},
+                }
+            ),
+            st.sampled_from(sids),
+            st.sampled_from(["agent_message_chunk", "state_update", "session_message"]),
+            st.text(max_size=5),
+        ),
+        st.builds(
+            lambda sid, child: enc(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": sid,
+                        "update": {"sessionUpdate": "subagent_update", "sessionId": child},
+                    },
+                }
+            ),
+            st.sampled_from(sids),
+            st.sampled_from(sids),
+        ),
+        st.builds(lambda rid: req(rid, "fs/read_text_file", {"sessionId": "S"}), st.integers(0, 3)),
+        st.sampled_from(
+            [
+                b'{"jsonrpc":"2.0","method":"_x/y","params":{"session_id":"U"}}',
+                b'{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "U"}}',
+                b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S","sessionId":"U"}}',
+                b'{"jsonrpc":"2.0","method":"n"}',
+                b"not json",
+            ]
+        ),
+    )
+    frames = data.draw(st.lists(frame, max_size=12))
+    one, many = ProxyCore(), ProxyCore()
+    for core in (one, many):
+        open_session(core, "S")
+    expected: list[Any] = []
+    for raw in frames:
+        expected.extend(one.receive(AGENT, raw, 1.0))
+    assert many.receive_frames(AGENT, frames, 1.0) == expected
+    assert many.statistics() == one.statistics()
