@@ -148,22 +148,13 @@ class ProxyCore:
             Actions to carry out in order.
         """
         m = parse(raw)
-        if m.kind is _NOTIFICATION and source is _AGENT and not m.ambiguous:
-            # Fast path: a notification for a session the client knows that
-            # needs no inspection is forwarded as is (what _dispatch would do).
-            p = m.params
-            if p is None:
-                return self._forward_fast(m.raw)
-            sid = p.get("sessionId")
-            if type(sid) is not str or sid in self.registry.known:
-                if m.method != "session/update":
-                    return self._forward_fast(m.raw)
-                upd = p.get("update")
-                if type(upd) is not dict:
-                    return self._forward_fast(m.raw)
-                su = upd.get("sessionUpdate")
-                if type(su) is not str or su not in _INSPECTED_UPDATES:
-                    return self._forward_fast(m.raw)
+        if (
+            m.kind is _NOTIFICATION
+            and source is _AGENT
+            and not m.ambiguous
+            and self._passes_uninspected(m.method, m.params)
+        ):
+            return self._forward_fast(m.raw)
         out: list[Action] = []
         if m.kind is _BATCH:
             for item in m.items:
@@ -192,29 +183,32 @@ class ProxyCore:
             for raw in frames:
                 out.extend(self.receive(source, raw, now))
             return out
-        known = self.registry.known
-        n = self._n
         for raw in frames:
             body = plain_notification(raw)
-            if body is not None:
-                p = body.get("params")
-                if p is None:
-                    plain = True
-                else:
-                    sid = p.get("sessionId")
-                    plain = type(sid) is not str or sid in known
-                    if plain and body["method"] == "session/update":
-                        upd = p.get("update")
-                        if type(upd) is dict:
-                            su = upd.get("sessionUpdate")
-                            plain = type(su) is not str or su not in _INSPECTED_UPDATES
-                if plain:
-                    n["accepted"] += 1
-                    n["forwarded"] += 1
-                    out.append(Send(_CLIENT, raw))
-                    continue
-            out.extend(self.receive(source, raw, now))
+            if body is not None and self._passes_uninspected(body["method"], body.get("params")):
+                out.extend(self._forward_fast(raw))
+            else:
+                out.extend(self.receive(source, raw, now))
         return out
+
+    def _passes_uninspected(self, method: str | None, params: dict[str, Any] | None) -> bool:
+        """True for an agent notification that _dispatch would forward unchanged.
+
+        That is: a session the client knows (or none), and not a subagent,
+        state or inter-session update, which the engine inspects.
+        """
+        if params is None:
+            return True
+        sid = params.get("sessionId")
+        if type(sid) is str and sid not in self.registry.known:
+            return False
+        if method != "session/update":
+            return True
+        upd = params.get("update")
+        if type(upd) is not dict:
+            return True
+        su = upd.get("sessionUpdate")
+        return type(su) is not str or su not in _INSPECTED_UPDATES
 
     def _forward_fast(self, data: bytes) -> list[Action]:
         n = self._n
