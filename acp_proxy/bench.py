@@ -707,13 +707,15 @@ def parser_comparison(number: int) -> dict[str, dict[str, float]]:
 def core_cost_us(size: int, count: int) -> float:
     """Microseconds per ~``size``-byte chunk through framer + core, in process (no I/O).
 
-    The shell's share of the work (framing, :meth:`ProxyCore.receive`,
-    grouping the sends, joining a write) without pipes or scheduling: the
-    proxy's CPU floor per message, steadier than the end-to-end figures.
+    The shell's share of the work (framing with ``feed_runs``,
+    :meth:`ProxyCore.receive_lines` / ``receive_frames``, grouping the sends,
+    joining a write) without pipes or scheduling: the proxy's CPU floor per
+    message, steadier than the end-to-end figures.
     """
-    from acp_proxy.core.actions import Peer, Send
+    from acp_proxy.core.actions import Peer
     from acp_proxy.core.engine import ProxyCore
-    from acp_proxy.core.framing import LineFramer
+    from acp_proxy.core.framing import LineFramer, Lines
+    from acp_proxy.shell import route_actions
 
     core = ProxyCore()
     hello = [
@@ -730,14 +732,17 @@ def core_cost_us(size: int, count: int) -> float:
     written = 0
     start = time.perf_counter()
     for chunk in chunks:
-        out: list[bytes] = []
-        for frame in framer.feed(chunk):
-            assert isinstance(frame, bytes)
-            for action in core.receive(Peer.AGENT, frame, 0.0):
-                if type(action) is Send:
-                    out.append(action.data)
-        out.append(b"")
-        written += len(b"\n".join(out))
+        actions = []
+        for item in framer.feed_runs(chunk):
+            if type(item) is Lines:
+                actions.extend(core.receive_lines(Peer.AGENT, item, 0.0))
+            elif type(item) is bytes:
+                actions.extend(core.receive_frames(Peer.AGENT, [item], 0.0))
+            else:
+                raise BenchError(f"core_cost: unexpected {item!r}")
+        for frames in route_actions(actions, None).values():
+            frames.append(b"")
+            written += len(b"\n".join(frames))
     elapsed = time.perf_counter() - start
     if written < len(data):
         raise BenchError("core_cost: the core did not forward every chunk")

@@ -27,7 +27,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Oversize, Partial
+from acp_proxy.core.framing import Lines, Oversize, Partial
 from acp_proxy.shell import AuditSink, CoreTimer, coalesce, route_actions
 from acp_proxy.transport.base import Closed, FrameTransport
 from acp_proxy.transport.stdio import open_stdio_transport
@@ -93,6 +93,9 @@ class ChainRelay:
             for item in batch:
                 if type(item) is bytes:
                     actions.extend(self.adapter.receive(item, now))
+                elif type(item) is Lines:
+                    for frame in item.frames():
+                        actions.extend(self.adapter.receive(frame, now))
                 elif isinstance(item, Oversize):
                     actions.extend(self.adapter.oversize(item.size_bytes, item.complete, now))
                 elif isinstance(item, Partial):

@@ -24,9 +24,9 @@ import trio
 
 from acp_proxy.core.actions import Action, Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Oversize, Partial
+from acp_proxy.core.framing import Lines, Oversize, Partial
 from acp_proxy.shell import AuditSink, CoreTimer, coalesce, route_actions
-from acp_proxy.transport.base import Closed, FrameTransport
+from acp_proxy.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["AuditSink", "Relay", "RelayResult"]
 
@@ -250,7 +250,7 @@ class Relay:
         self._drained.set()
         return status
 
-    async def _feed(self, source: Peer, batch: list[bytes | Oversize | Partial]) -> None:
+    async def _feed(self, source: Peer, batch: list[Incoming]) -> None:
         core = self.core
         now = self._now()
         actions: list[Action] = []
@@ -262,7 +262,9 @@ class Relay:
             if run:
                 actions.extend(core.receive_frames(source, run, now))
                 run = []
-            if isinstance(item, Oversize):
+            if type(item) is Lines:
+                actions.extend(core.receive_lines(source, item, now))
+            elif isinstance(item, Oversize):
                 actions.extend(core.oversize(source, item.size_bytes, item.complete, now))
             elif isinstance(item, Partial):
                 actions.extend(core.partial(source, item.size_bytes, now))

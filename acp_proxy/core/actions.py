@@ -35,7 +35,11 @@ class Send(NamedTuple):
 
     Attributes:
         to: the receiving peer.
-        data: the message bytes, without a line ending (the transport frames it).
+        data: the message bytes, without a line ending (the transport frames it);
+            a run of forwarded messages is several joined by ``b"\\n"`` (JSON
+            text holds no raw newline, so a newline always separates messages:
+            a newline-delimited transport writes ``data`` as is, a
+            message-framed one splits it).
     """
 
     to: Peer

@@ -20,6 +20,7 @@ import attrs
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
 from acp_proxy.core.dedup import StateDedup
+from acp_proxy.core.framing import Lines
 from acp_proxy.core.hold import Evicted, HoldBuffer
 from acp_proxy.core.jsonrpc import (
     INTERNAL_ERROR,
@@ -31,7 +32,9 @@ from acp_proxy.core.jsonrpc import (
     error_frame,
     exact_body,
     parse,
+    plain_body,
     plain_notification,
+    plain_run,
 )
 from acp_proxy.core.patch import UNSET
 from acp_proxy.core.policy import check_mutation
@@ -191,6 +194,48 @@ class ProxyCore:
                 out.extend(self.receive(source, raw, now))
         return out
 
+    def receive_lines(self, source: Peer, lines: Lines, now: float) -> list[Action]:
+        """Handles a run of complete lines from ``source`` (same as :meth:`receive_frames`).
+
+        Agent lines that are all canonical JSON (see
+        :func:`~acp_proxy.core.jsonrpc.plain_run`) are decoded in one call, and
+        each stretch of unremarkable notifications among them is forwarded as
+        one :class:`~acp_proxy.core.actions.Send` of the original bytes, its
+        messages joined by ``b"\\n"``; any other line goes through
+        :meth:`receive`, in order. Otherwise the lines are split and handled
+        one by one.
+
+        Args:
+            source: the peer that sent them.
+            lines: the run, as :meth:`~acp_proxy.core.framing.LineFramer.feed_runs` gives it.
+            now: the current time, seconds.
+
+        Returns:
+            Actions to carry out in order.
+        """
+        data = lines.data
+        bodies = plain_run(data) if source is _AGENT else None
+        if bodies is None:
+            return self.receive_frames(source, lines.frames(), now)
+        passes = self._passes_uninspected
+        out: list[Action] = []
+        frames: list[bytes] = []
+        start = 0  # first frame of the current stretch of plain notifications
+        for j, body in enumerate(bodies):
+            if plain_body(body) and passes(body["method"], body.get("params")):
+                continue
+            if not frames:
+                frames = data.split(b"\n")  # canonical: one line per body
+            if start < j:
+                out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
+            out.extend(self.receive(source, frames[j], now))
+            start = j + 1
+        if not frames:
+            return self._forward_fast(data, len(bodies))
+        if start < len(frames):
+            out.extend(self._forward_fast(b"\n".join(frames[start:]), len(frames) - start))
+        return out
+
     def _passes_uninspected(self, method: str | None, params: dict[str, Any] | None) -> bool:
         """True for an agent notification that _dispatch would forward unchanged.
 
@@ -210,10 +255,11 @@ class ProxyCore:
         su = upd.get("sessionUpdate")
         return type(su) is not str or su not in _INSPECTED_UPDATES
 
-    def _forward_fast(self, data: bytes) -> list[Action]:
+    def _forward_fast(self, data: bytes, count: int = 1) -> list[Action]:
+        """Forwards ``count`` agent messages (joined by newlines in ``data``) unchanged."""
         n = self._n
-        n["accepted"] += 1
-        n["forwarded"] += 1
+        n["accepted"] += count
+        n["forwarded"] += count
         return [Send(_CLIENT, data)]
 
     def oversize(self, source: Peer, size_bytes: int, complete: bool, now: float) -> list[Action]:

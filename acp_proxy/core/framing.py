@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import attrs
 
-__all__ = ["BOM", "LineFramer", "Oversize", "Partial"]
+__all__ = ["BOM", "LineFramer", "Lines", "Oversize", "Partial"]
 
 BOM = b"\xef\xbb\xbf"
 
@@ -44,6 +44,32 @@ class Partial:
     """
 
     size_bytes: int
+
+
+@attrs.frozen
+class Lines:
+    """Complete lines of one read, not split yet (from :meth:`LineFramer.feed_runs`).
+
+    Attributes:
+        data: the lines as they arrived, joined by ``b"\\n"`` (the last one's
+            newline removed); never longer than ``max_message_bytes``, so no
+            line in it is oversize. Lines may still end in ``\\r`` or be blank.
+    """
+
+    data: bytes
+
+    def frames(self) -> list[bytes]:
+        """The frames :meth:`LineFramer.feed` gives for the same bytes.
+
+        One ``\\r`` before each newline is dropped and blank lines are skipped.
+        """
+        out = []
+        for line in self.data.split(b"\n"):
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            if line:
+                out.append(line)
+        return out
 
 
 class LineFramer:
@@ -83,7 +109,26 @@ class LineFramer:
         Returns:
             ``bytes`` frames and :class:`Oversize` reports, in stream order.
         """
-        out: list[bytes | Oversize] = []
+        return self._feed(data, False)  # type: ignore[return-value]
+
+    def feed_runs(self, data: bytes | bytearray) -> list[bytes | Lines | Oversize]:
+        """As :meth:`feed`, but the lines that begin and end in ``data`` come unsplit.
+
+        When they total at most ``max_message_bytes``, the complete lines
+        that start inside ``data`` are one :class:`Lines` item (a message begun
+        in an earlier chunk still comes first as a frame). ``Lines.frames()``
+        gives exactly the frames :meth:`feed` would have: a consumer that can
+        handle a run of lines at once (one decode for all of them) skips the
+        per-line split.
+
+        Returns:
+            ``bytes`` frames, :class:`Lines` runs and :class:`Oversize`
+            reports, in stream order.
+        """
+        return self._feed(data, True)
+
+    def _feed(self, data: bytes | bytearray, runs: bool) -> list[bytes | Lines | Oversize]:
+        out: list[bytes | Lines | Oversize] = []
         if not data:
             return out
         buf = self._buf
@@ -132,6 +177,11 @@ class LineFramer:
                 out.append(bytes(buf))
             buf.clear()
             start = nl + 1
+        if runs:
+            last = data.rfind(b"\n", start)
+            if start < last and last - start <= limit:
+                out.append(Lines(data[start:last]))
+                start = last + 1
         find = data.find
         append = out.append
         while True:

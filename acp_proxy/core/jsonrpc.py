@@ -44,7 +44,9 @@ __all__ = [
     "error_frame",
     "exact_body",
     "parse",
+    "plain_body",
     "plain_notification",
+    "plain_run",
 ]
 
 PARSE_ERROR = -32700
@@ -165,8 +167,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_fast_loads = msgspec.json.Decoder().decode
-_fast_dumps = msgspec.json.Encoder().encode
+_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+_fast_loads = _DECODER.decode
+_fast_dumps = _ENCODER.encode
+_fast_loads_lines = _DECODER.decode_lines
+_fast_dumps_lines = _ENCODER.encode_lines
 
 
 def _strict_loads(raw: bytes) -> Any:
@@ -447,26 +453,61 @@ def plain_notification(raw: bytes) -> dict[str, Any] | None:
     gives a non-ambiguous ``NOTIFICATION``; callers use this to skip building a
     :class:`Message`. ``None`` means "use :func:`parse`", never "invalid".
     """
+    body: dict[str, Any]
     try:
         body = _fast_loads(raw)
     except (msgspec.DecodeError, RecursionError):
         return None
-    if type(body) is not dict or _fast_dumps(body) != raw:
+    if _fast_dumps(body) != raw or not plain_body(body):
         return None
+    return body
+
+
+def plain_run(data: bytes) -> list[Any] | None:
+    """The decoded frames of ``data`` when every one is exactly canonical JSON.
+
+    ``data`` is several frames joined by ``b"\\n"`` (a
+    :class:`~acp_proxy.core.framing.Lines` run). Canonical: each frame is the
+    compact encoding of its decoded value, so no frame repeats or escapes a
+    key, and there is no blank line, ``\\r`` or other whitespace. Checked for
+    the whole run with one decode and one encode (two C calls, not one per
+    frame). Callers then use :func:`plain_body` on each value to find the
+    frames that :func:`plain_notification` would accept.
+
+    Returns:
+        One value per frame, in order; ``None`` when any frame is not
+        canonical JSON (then use :func:`parse` per frame; never "invalid").
+    """
+    try:
+        bodies: list[Any] = _fast_loads_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    encoded = _fast_dumps_lines(bodies)
+    # encode_lines ends every frame with a newline; ``data`` lacks the last one.
+    if len(encoded) != len(data) + 1 or not encoded.startswith(data):
+        return None
+    return bodies
+
+
+def plain_body(body: Any) -> bool:
+    """True when the decoded canonical frame ``body`` is an unremarkable notification.
+
+    The shape test of :func:`plain_notification` (which see), also applied to
+    each value from :func:`plain_run`.
+    """
     if (
-        body.get("jsonrpc") != "2.0"
+        type(body) is not dict
+        or body.get("jsonrpc") != "2.0"
         or type(body.get("method")) is not str
         or "id" in body
         or "result" in body
         or "error" in body
     ):
-        return None
+        return False
     params = body.get("params")
     if params is None:
-        return body
-    if type(params) is not dict or _snake_case(params):
-        return None
-    return body
+        return True
+    return type(params) is dict and not _snake_case(params)
 
 
 def _parse_strict(raw: bytes) -> Message:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import abc
 
-from acp_proxy.core.framing import Oversize, Partial
+from acp_proxy.core.framing import Lines, Oversize, Partial
 
 __all__ = ["Closed", "FrameTransport", "Incoming"]
 
-#: what one read yields: frames (bytes, no line ending) and framer reports
-Incoming = bytes | Oversize | Partial
+#: what one read yields: frames (bytes, no line ending), runs of unsplit
+#: complete lines, and framer reports
+Incoming = bytes | Lines | Oversize | Partial
 
 
 class Closed(Exception):
@@ -42,6 +43,9 @@ class FrameTransport(abc.ABC):
     @abc.abstractmethod
     async def send_batch(self, frames: list[bytes]) -> None:
         """Writes ``frames`` in order (each a message without a line ending).
+
+        A frame may hold several messages joined by ``b"\\n"`` (see
+        :class:`~acp_proxy.core.actions.Send`).
 
         Raises:
             Closed: the peer no longer accepts data.

@@ -49,7 +49,7 @@ class NdjsonTransport(FrameTransport):
                 self._eof = True
                 tail: list[Incoming] = list(self._framer.close())
                 return tail or None
-            frames: list[Incoming] = list(self._framer.feed(data))
+            frames: list[Incoming] = list(self._framer.feed_runs(data))
             if frames:
                 return frames
 

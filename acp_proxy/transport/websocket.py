@@ -187,19 +187,26 @@ class WebSocketTransport(FrameTransport):
         await self.aclose(CLOSE_UNSUPPORTED_DATA, "binary frames are not supported")
 
     async def send_batch(self, frames: list[bytes]) -> None:
-        """Sends each frame as one text message, in order.
+        """Sends each message as one text message, in order.
+
+        A frame holding several messages joined by ``b"\\n"`` is split.
 
         Raises:
             Closed: the connection is closed or closing.
         """
         for frame in frames:
-            # Frames the core forwards are JSON, hence UTF-8; "replace" only
-            # guards the text-frame rule against a bug elsewhere.
-            text = frame.decode("utf-8", "replace")
-            try:
-                await self.ws.send_message(text)
-            except ConnectionClosed as exc:
-                raise Closed(f"{self.name}: send failed, {describe_close(exc.reason)}") from exc
+            # A forwarded run holds several messages joined by newlines (see Send).
+            for message in frame.split(b"\n") if b"\n" in frame else (frame,):
+                await self._send_one(message)
+
+    async def _send_one(self, message: bytes) -> None:
+        # Frames the core forwards are JSON, hence UTF-8; "replace" only
+        # guards the text-frame rule against a bug elsewhere.
+        text = message.decode("utf-8", "replace")
+        try:
+            await self.ws.send_message(text)
+        except ConnectionClosed as exc:
+            raise Closed(f"{self.name}: send failed, {describe_close(exc.reason)}") from exc
 
     async def close_write(self) -> None:
         """A WebSocket cannot half-close: closes the connection normally (1000)."""

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from acp_proxy.config import Config, LimitsConfig
 from acp_proxy.core.actions import Audit, Peer, Report, Send
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.framing import Lines
 
 # ------------------------------------------------------------------ JSON with odd spelling
 
@@ -561,49 +562,53 @@ def test_client_messages_after_the_agent_exited_are_answered_or_dropped() -> Non
     assert_accounting(core)
 
 
+_SIDS = ["S", "C", "U"]
+# Agent frames of every kind the fast paths must tell apart.
+AGENT_FRAME = st.one_of(
+    st.builds(
+        lambda sid, su, text: enc(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": sid, "update": {"sessionUpdate": su, "t": text}},
+            }
+        ),
+        st.sampled_from(_SIDS),
+        st.sampled_from(["agent_message_chunk", "state_update", "session_message"]),
+        st.text(max_size=5),
+    ),
+    st.builds(
+        lambda sid, child: enc(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": sid,
+                    "update": {"sessionUpdate": "subagent_update", "sessionId": child},
+                },
+            }
+        ),
+        st.sampled_from(_SIDS),
+        st.sampled_from(_SIDS),
+    ),
+    st.builds(lambda rid: req(rid, "fs/read_text_file", {"sessionId": "S"}), st.integers(0, 3)),
+    st.sampled_from(
+        [
+            b'{"jsonrpc":"2.0","method":"_x/y","params":{"session_id":"U"}}',
+            b'{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "U"}}',
+            b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S","sessionId":"U"}}',
+            b'{"jsonrpc":"2.0","method":"n"}',
+            b"not json",
+        ]
+    ),
+)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_receive_frames_equals_receive_one_by_one(data: st.DataObject) -> None:
     """The batched entry point gives the same actions and counters as receive per frame."""
-    sids = ["S", "C", "U"]
-    frame = st.one_of(
-        st.builds(
-            lambda sid, su, text: enc(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {"sessionId": sid, "update": {"sessionUpdate": su, "t": text}},
-                }
-            ),
-            st.sampled_from(sids),
-            st.sampled_from(["agent_message_chunk", "state_update", "session_message"]),
-            st.text(max_size=5),
-        ),
-        st.builds(
-            lambda sid, child: enc(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {
-                        "sessionId": sid,
-                        "update": {"sessionUpdate": "subagent_update", "sessionId": child},
-                    },
-                }
-            ),
-            st.sampled_from(sids),
-            st.sampled_from(sids),
-        ),
-        st.builds(lambda rid: req(rid, "fs/read_text_file", {"sessionId": "S"}), st.integers(0, 3)),
-        st.sampled_from(
-            [
-                b'{"jsonrpc":"2.0","method":"_x/y","params":{"session_id":"U"}}',
-                b'{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "U"}}',
-                b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S","sessionId":"U"}}',
-                b'{"jsonrpc":"2.0","method":"n"}',
-                b"not json",
-            ]
-        ),
-    )
+    frame = AGENT_FRAME
     frames = data.draw(st.lists(frame, max_size=12))
     one, many = ProxyCore(), ProxyCore()
     for core in (one, many):
@@ -613,3 +618,69 @@ def test_receive_frames_equals_receive_one_by_one(data: st.DataObject) -> None:
         expected.extend(one.receive(AGENT, raw, 1.0))
     assert many.receive_frames(AGENT, frames, 1.0) == expected
     assert many.statistics() == one.statistics()
+
+
+def _one_send_per_message(actions: list[Any]) -> list[Any]:
+    """Actions with each Send of a joined run split into one Send per message."""
+    out: list[Any] = []
+    for a in actions:
+        if isinstance(a, Send):
+            out.extend(Send(a.to, part) for part in a.data.split(b"\n"))
+        else:
+            out.append(a)
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    frames=st.lists(AGENT_FRAME, min_size=1, max_size=12),
+    ends=st.lists(st.sampled_from([b"\n", b"\n", b"\n", b"\r\n", b"\n\n"]), max_size=12),
+    source=st.sampled_from([AGENT, AGENT, CLIENT]),
+)
+def test_receive_lines_equals_receive_one_by_one(
+    frames: list[bytes], ends: list[bytes], source: Any
+) -> None:
+    """A run of lines gives the same messages, audits and counters as receive per frame."""
+    data = b"".join(f + (ends[i] if i < len(ends) else b"\n") for i, f in enumerate(frames))
+    lines = Lines(data[:-1] if data.endswith(b"\n") else data)
+    one, many = ProxyCore(), ProxyCore()
+    for core in (one, many):
+        open_session(core, "S")
+    expected: list[Any] = []
+    for raw in lines.frames():
+        expected.extend(one.receive(source, raw, 1.0))
+    got = many.receive_lines(source, lines, 1.0)
+    assert _one_send_per_message(got) == expected
+    assert many.statistics() == one.statistics()
+
+
+def test_receive_lines_forwards_a_plain_run_as_one_send_of_the_original_bytes() -> None:
+    """Canonical notifications for a known session leave as one write, byte for byte."""
+    core = ProxyCore()
+    open_session(core, "S")
+    chunk = notif("session/update", {"sessionId": "S", "update": {"sessionUpdate": "x"}})
+    data = b"\n".join([chunk] * 5)
+    assert core.receive_lines(AGENT, Lines(data), 0.0) == [Send(CLIENT, data)]
+    assert core.statistics().forwarded - core.statistics().answered >= 5
+    assert_accounting(core)
+
+
+def test_receive_lines_holds_an_unknown_child_between_plain_stretches() -> None:
+    """Plain stretches around an inspected message keep their order; unknown traffic is held."""
+    core = ProxyCore()
+    open_session(core, "S")
+    plain = notif("session/update", {"sessionId": "S", "update": {"sessionUpdate": "x"}})
+    early = notif("session/update", {"sessionId": "K", "update": {"sessionUpdate": "x"}})
+    announce = notif(
+        "session/update",
+        {"sessionId": "S", "update": {"sessionUpdate": "subagent_update", "sessionId": "K"}},
+    )
+    out = core.receive_lines(AGENT, Lines(b"\n".join([plain, plain, early, announce, plain])), 0.0)
+    assert _one_send_per_message([a for a in out if isinstance(a, Send)]) == [
+        Send(CLIENT, plain),
+        Send(CLIENT, plain),
+        Send(CLIENT, announce),
+        Send(CLIENT, early),
+        Send(CLIENT, plain),
+    ]
+    assert_accounting(core)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_proxy.core.framing import BOM, LineFramer, Oversize, Partial
+from acp_proxy.core.framing import BOM, LineFramer, Lines, Oversize, Partial
 
 MAX = 16
 LS = "\u2028".encode()  # b"\xe2\x80\xa8", LINE SEPARATOR: not a line break for us
@@ -18,6 +18,22 @@ def run(chunks: list[bytes], max_message_bytes: int = MAX) -> list[object]:
     out: list[object] = []
     for c in chunks:
         out.extend(f.feed(c))
+        assert f.buffered_bytes <= max_message_bytes + 1
+    out.extend(f.close())
+    return out
+
+
+def run_runs(chunks: list[bytes], max_message_bytes: int = MAX) -> list[object]:
+    """As :func:`run` through ``feed_runs``, each :class:`Lines` expanded to its frames."""
+    f = LineFramer(max_message_bytes)
+    out: list[object] = []
+    for c in chunks:
+        for item in f.feed_runs(c):
+            if isinstance(item, Lines):
+                assert 0 < len(item.data) <= max_message_bytes
+                out.extend(item.frames())
+            else:
+                out.append(item)
         assert f.buffered_bytes <= max_message_bytes + 1
     out.extend(f.close())
     return out
@@ -73,6 +89,33 @@ def test_any_split_gives_the_same_events_as_whole(stream: bytes, cuts: list[int]
     whole = run([stream])
     assert run(split_at(stream, cuts)) == whole
     assert whole == reference(stream)
+
+
+@settings(max_examples=300)
+@given(
+    stream=streams(),
+    cuts=st.lists(st.integers(min_value=0), max_size=10),
+    limit=st.sampled_from([4, MAX, 64, 1 << 20]),
+)
+def test_feed_runs_gives_the_frames_of_feed(stream: bytes, cuts: list[int], limit: int) -> None:
+    """Runs of unsplit lines expand to exactly the frames and reports feed gives."""
+    assert run_runs(split_at(stream, cuts), limit) == run([stream], limit)
+
+
+def test_feed_runs_keeps_the_lines_of_one_read_unsplit() -> None:
+    """A line begun in an earlier read comes first; the rest of the read is one run."""
+    f = LineFramer(MAX)
+    assert f.feed_runs(b"ab") == []
+    assert f.feed_runs(b"c\nde\r\n\nfg\nh") == [b"abc", Lines(b"de\r\n\nfg")]
+    assert f.feed_runs(b"\n") == [b"h"]
+    assert Lines(b"de\r\n\nfg").frames() == [b"de", b"fg"]
+
+
+def test_feed_runs_splits_a_read_longer_than_the_limit() -> None:
+    """A run never exceeds max_message_bytes, so an oversize line is still reported."""
+    f = LineFramer(4)
+    assert f.feed_runs(b"ab\ncd\n") == [b"ab", b"cd"]
+    assert f.feed_runs(b"abcdef\nx\n") == [Oversize(6, True), b"x"]
 
 
 @settings(max_examples=100)

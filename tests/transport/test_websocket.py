@@ -306,3 +306,27 @@ async def test_typescript_sdk_ws_client_interop(ts_ws_node: list[str]) -> None:
         [child, "agent_message_chunk"],
     ]
     assert seen["childPrompt"]["code"] == -32601
+
+
+_BURST_AGENT = [
+    sys.executable,
+    "-c",
+    "import sys\n"
+    'lines = [b\'{"jsonrpc":"2.0","method":"_burst","params":{"n":%d}}\' % i'
+    " for i in range(50)]\n"
+    "sys.stdout.buffer.write(b'\\n'.join(lines) + b'\\n')\n"
+    "sys.stdout.buffer.flush()\n"
+    "sys.stdin.buffer.read()\n",
+]
+
+
+async def test_a_burst_of_agent_lines_arrives_as_one_text_message_each() -> None:
+    """Lines the core forwards as one joined run are split into WebSocket messages again."""
+    with trio.fail_after(TIMEOUT):
+        async with (
+            listening(make_config(), agent_cmd=_BURST_AGENT) as url,
+            connect(url) as ws,
+        ):
+            got = [await ws.get_message() for _ in range(50)]
+    assert [json.loads(m)["params"]["n"] for m in got] == list(range(50))
+    assert all("\n" not in m for m in got)
