@@ -26,14 +26,15 @@ from acp_proxy.core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
+    SNAKE_PARAMS_KEY,
+    SNAKE_UPDATE_KEYS,
     Kind,
     Message,
+    canonical,
     dumps,
     error_frame,
     exact_body,
     parse,
-    plain_body,
-    plain_notification,
     plain_run,
 )
 from acp_proxy.core.patch import UNSET
@@ -155,7 +156,7 @@ class ProxyCore:
             m.kind is _NOTIFICATION
             and source is _AGENT
             and not m.ambiguous
-            and self._passes_uninspected(m.method, m.params)
+            and self._uninspected(m.body)
         ):
             return self._forward_fast(m.raw)
         out: list[Action] = []
@@ -186,9 +187,9 @@ class ProxyCore:
             for raw in frames:
                 out.extend(self.receive(source, raw, now))
             return out
+        uninspected = self._uninspected
         for raw in frames:
-            body = plain_notification(raw)
-            if body is not None and self._passes_uninspected(body["method"], body.get("params")):
+            if uninspected(canonical(raw)):
                 out.extend(self._forward_fast(raw))
             else:
                 out.extend(self.receive(source, raw, now))
@@ -217,12 +218,12 @@ class ProxyCore:
         bodies = plain_run(data) if source is _AGENT else None
         if bodies is None:
             return self.receive_frames(source, lines.frames(), now)
-        passes = self._passes_uninspected
+        uninspected = self._uninspected
         out: list[Action] = []
         frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
         for j, body in enumerate(bodies):
-            if plain_body(body) and passes(body["method"], body.get("params")):
+            if uninspected(body):
                 continue
             if not frames:
                 frames = data.split(b"\n")  # canonical: one line per body
@@ -236,21 +237,42 @@ class ProxyCore:
             out.extend(self._forward_fast(b"\n".join(frames[start:]), len(frames) - start))
         return out
 
-    def _passes_uninspected(self, method: str | None, params: dict[str, Any] | None) -> bool:
-        """True for an agent notification that _dispatch would forward unchanged.
+    def _uninspected(self, body: Any) -> bool:
+        """True for an agent message that :meth:`_dispatch` would forward unchanged.
 
-        That is: a session the client knows (or none), and not a subagent,
-        state or inter-session update, which the engine inspects.
+        ``body`` is a decoded message read the same way by every parser (a
+        canonical frame, or a non-ambiguous :class:`Message`'s body). True
+        for a JSON-RPC 2.0 notification (string ``method``, no ``id`` /
+        ``result`` / ``error``) whose ``params`` is absent, or an object without
+        snake_case decision keys that names a session the client knows (or
+        none) and is not a subagent, state or inter-session update (which the
+        engine inspects). One call per message on the hot path.
         """
+        if (
+            type(body) is not dict
+            or body.get("jsonrpc") != "2.0"
+            or "id" in body
+            or "result" in body
+            or "error" in body
+        ):
+            return False
+        method = body.get("method")
+        if type(method) is not str:
+            return False
+        params = body.get("params")
         if params is None:
             return True
+        if type(params) is not dict or SNAKE_PARAMS_KEY in params:
+            return False
         sid = params.get("sessionId")
         if type(sid) is str and sid not in self.registry.known:
             return False
-        if method != "session/update":
-            return True
         upd = params.get("update")
         if type(upd) is not dict:
+            return True
+        if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
+            return False
+        if method != "session/update":
             return True
         su = upd.get("sessionUpdate")
         return type(su) is not str or su not in _INSPECTED_UPDATES

@@ -38,14 +38,15 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "REQUEST_CANCELLED",
+    "SNAKE_PARAMS_KEY",
+    "SNAKE_UPDATE_KEYS",
     "Kind",
     "Message",
+    "canonical",
     "dumps",
     "error_frame",
     "exact_body",
     "parse",
-    "plain_body",
-    "plain_notification",
     "plain_run",
 ]
 
@@ -264,19 +265,20 @@ def _ambiguous(body: dict[str, Any]) -> bool:
     return False
 
 
-# snake_case spellings that pydantic peers (populate_by_name) read as decision keys.
-_SNAKE_KEYS = (
-    frozenset({"session_id"}),
-    frozenset({"session_update", "session_id", "sender_session_id", "recipient_session_id"}),
+# snake_case spellings that pydantic peers (populate_by_name) read as decision
+# keys: in ``params`` (only "session_id") and in ``params.update``.
+SNAKE_PARAMS_KEY = "session_id"
+SNAKE_UPDATE_KEYS = frozenset(
+    {"session_update", "session_id", "sender_session_id", "recipient_session_id"}
 )
 SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_update, ...)"
 
 
 def _snake_case(params: dict[str, Any]) -> bool:
-    if "session_id" in params:  # _SNAKE_KEYS[0]
+    if SNAKE_PARAMS_KEY in params:
         return True
     update = params.get("update")
-    return isinstance(update, dict) and not _SNAKE_KEYS[1].isdisjoint(update)
+    return isinstance(update, dict) and not SNAKE_UPDATE_KEYS.isdisjoint(update)
 
 
 def _valid_id(v: Any) -> bool:
@@ -443,24 +445,20 @@ def parse(raw: bytes) -> Message:
     return classify(raw, body)
 
 
-def plain_notification(raw: bytes) -> dict[str, Any] | None:
-    """The body of ``raw`` when it is an unremarkable notification, else ``None``.
+def canonical(raw: bytes) -> Any:
+    """The decoded value of ``raw`` when the frame is exactly canonical JSON, else ``None``.
 
-    Unremarkable: valid JSON, exactly the compact encoding of its decoded value
-    (so no repeated or escaped key), a JSON-RPC 2.0 notification (string
-    ``method``, no ``id`` / ``result`` / ``error``) whose ``params`` is absent or
-    an object without snake_case decision keys. For such a frame :func:`parse`
-    gives a non-ambiguous ``NOTIFICATION``; callers use this to skip building a
-    :class:`Message`. ``None`` means "use :func:`parse`", never "invalid".
+    Canonical: ``raw`` is the compact encoding of its decoded value, so it
+    repeats no key, escapes no key and holds no whitespace: every JSON parser
+    reads it the same way (the parser-differential guard of :func:`parse`,
+    in one decode and one encode). ``None`` means "use :func:`parse`", never
+    "invalid" (a canonical ``null`` frame also gives ``None``).
     """
-    body: dict[str, Any]
     try:
         body = _fast_loads(raw)
     except (msgspec.DecodeError, RecursionError):
         return None
-    if _fast_dumps(body) != raw or not plain_body(body):
-        return None
-    return body
+    return body if _fast_dumps(body) == raw else None
 
 
 def plain_run(data: bytes) -> list[Any] | None:
@@ -471,8 +469,7 @@ def plain_run(data: bytes) -> list[Any] | None:
     compact encoding of its decoded value, so no frame repeats or escapes a
     key, and there is no blank line, ``\\r`` or other whitespace. Checked for
     the whole run with one decode and one encode (two C calls, not one per
-    frame). Callers then use :func:`plain_body` on each value to find the
-    frames that :func:`plain_notification` would accept.
+    frame): :func:`canonical` for a whole run.
 
     Returns:
         One value per frame, in order; ``None`` when any frame is not
@@ -487,27 +484,6 @@ def plain_run(data: bytes) -> list[Any] | None:
     if len(encoded) != len(data) + 1 or not encoded.startswith(data):
         return None
     return bodies
-
-
-def plain_body(body: Any) -> bool:
-    """True when the decoded canonical frame ``body`` is an unremarkable notification.
-
-    The shape test of :func:`plain_notification` (which see), also applied to
-    each value from :func:`plain_run`.
-    """
-    if (
-        type(body) is not dict
-        or body.get("jsonrpc") != "2.0"
-        or type(body.get("method")) is not str
-        or "id" in body
-        or "result" in body
-        or "error" in body
-    ):
-        return False
-    params = body.get("params")
-    if params is None:
-        return True
-    return type(params) is dict and not _snake_case(params)
 
 
 def _parse_strict(raw: bytes) -> Message:

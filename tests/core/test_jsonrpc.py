@@ -10,7 +10,7 @@ from corekit import enc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_proxy.core.jsonrpc import Kind, dumps, error_frame, parse, plain_body, plain_run
+from acp_proxy.core.jsonrpc import Kind, canonical, dumps, error_frame, parse, plain_run
 
 
 def test_request() -> None:
@@ -468,19 +468,20 @@ def test_plain_run_decodes_canonical_lines_in_order(values: list[dict[str, Any]]
 
 
 @pytest.mark.parametrize(
-    ("body", "plain"),
+    ("raw", "value"),
     [
-        ({"jsonrpc": "2.0", "method": "n"}, True),
-        ({"jsonrpc": "2.0", "method": "n", "params": {"sessionId": "S"}}, True),
-        ({"jsonrpc": "2.0", "method": "n", "id": 1}, False),
-        ({"jsonrpc": "2.0", "result": {}}, False),
-        ({"jsonrpc": "1.0", "method": "n"}, False),
-        ({"jsonrpc": "2.0", "method": "n", "params": [1]}, False),
-        ({"jsonrpc": "2.0", "method": "n", "params": {"session_id": "S"}}, False),
-        ({"jsonrpc": "2.0", "method": "n", "params": {"update": {"session_update": "x"}}}, False),
-        ([{"jsonrpc": "2.0", "method": "n"}], False),
+        (b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S"}}', "same"),
+        (b'[1,{"a":"\xc3\xa9"}]', "same"),
+        (b'{"a":1,"a":2}', None),
+        (b'{"\\u0061":1}', None),
+        (b'{"a": 1}', None),
+        (b'{"a":1.50}', None),
+        (b'{"a":"\\u00e9"}', None),
+        (b"{", None),
     ],
 )
-def test_plain_body_accepts_only_unremarkable_notifications(body: Any, plain: bool) -> None:
-    """Requests, responses, batches and snake_case decision keys are never 'plain'."""
-    assert plain_body(body) is plain
+def test_canonical_accepts_only_the_compact_encoding_of_the_value(
+    raw: bytes, value: str | None
+) -> None:
+    """Repeated or escaped keys, whitespace and other spellings are not canonical."""
+    assert canonical(raw) == (json.loads(raw) if value == "same" else None)
