@@ -54,7 +54,8 @@ _ERROR_RESPONSE = Kind.ERROR_RESPONSE
 _BATCH = Kind.BATCH
 _INVALID = Kind.INVALID
 # sessionUpdate values that need more than forwarding (see _unknown_session, _deliver).
-_INSPECTED_UPDATES = ("session_message", "subagent_update", "state_update")
+_INSPECTED_UPDATES = frozenset({"session_message", "subagent_update", "state_update"})
+_NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
 
 _OPENS_SESSION = frozenset({"session/load", "session/resume"})
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
@@ -116,6 +117,7 @@ class ProxyCore:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
         self.registry = Registry(self.config.limits.max_children)
+        self._known = self.registry.known  # the same set, one attribute lookup less
         self.hold = HoldBuffer(self.config.hold)
         self.dedup = StateDedup()
         self._mutations = self.config.enforcement.child_mutations
@@ -248,16 +250,14 @@ class ProxyCore:
         none) and is not a subagent, state or inter-session update (which the
         engine inspects). One call per message on the hot path.
         """
-        if (
-            type(body) is not dict
-            or body.get("jsonrpc") != "2.0"
-            or "id" in body
-            or "result" in body
-            or "error" in body
-        ):
+        if type(body) is not dict:
             return False
-        method = body.get("method")
-        if type(method) is not str:
+        try:  # subscripts, not .get: this runs once per forwarded message
+            if body["jsonrpc"] != "2.0" or type(method := body["method"]) is not str:
+                return False
+        except KeyError:
+            return False
+        if not _NOT_IN_NOTIFICATIONS.isdisjoint(body):
             return False
         params = body.get("params")
         if params is None:
@@ -265,7 +265,7 @@ class ProxyCore:
         if type(params) is not dict or SNAKE_PARAMS_KEY in params:
             return False
         sid = params.get("sessionId")
-        if type(sid) is str and sid not in self.registry.known:
+        if type(sid) is str and sid not in self._known:
             return False
         upd = params.get("update")
         if type(upd) is not dict:
