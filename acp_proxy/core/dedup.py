@@ -55,16 +55,28 @@ class StateDedup:
 
 
 def _json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values: ``1`` != ``true``, ``1`` == ``1.0``, key order ignored."""
-    ta, tb = type(a), type(b)
-    if ta is bool or tb is bool:
-        return ta is tb and a == b
-    if ta is dict:
-        return (
-            tb is dict and a.keys() == b.keys() and all(_json_equal(v, b[k]) for k, v in a.items())
-        )
-    if ta is list:
-        return tb is list and len(a) == len(b) and all(map(_json_equal, a, b))
-    if (ta is int or ta is float) and (tb is int or tb is float):
-        return bool(a == b)
-    return ta is tb and bool(a == b)
+    """Equality of JSON values: ``1`` != ``true``, ``1`` == ``1.0``, key order ignored.
+
+    Iterative, so a state nested however deep never exhausts the stack.
+    """
+    pairs = [(a, b)]
+    while pairs:
+        x, y = pairs.pop()
+        tx, ty = type(x), type(y)
+        if tx is dict:
+            if ty is not dict or x.keys() != y.keys():
+                return False
+            pairs.extend((v, y[k]) for k, v in x.items())
+        elif tx is list:
+            if ty is not list or len(x) != len(y):
+                return False
+            pairs.extend(zip(x, y, strict=True))
+        elif tx is bool or ty is bool:
+            if tx is not ty or x != y:
+                return False
+        elif (tx is int or tx is float) and (ty is int or ty is float):
+            if x != y:
+                return False
+        elif tx is not ty or x != y:
+            return False
+    return True

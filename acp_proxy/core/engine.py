@@ -409,15 +409,36 @@ class ProxyCore:
         out.append(Send(to, data))
 
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
-        self._n["accepted"] += 1
-        if m.kind is _INVALID:
-            self._invalid(source, m, out)
-        elif m.ambiguous:
-            self._ambiguous(source, m, out)
-        elif source is _CLIENT:
-            self._from_client(m, now, out)
-        else:
-            self._from_agent(m, now, out)
+        n = self._n
+        n["accepted"] += 1
+        open_before = self._unsettled()
+        try:
+            if m.kind is _INVALID:
+                self._invalid(source, m, out)
+            elif m.ambiguous:
+                self._ambiguous(source, m, out)
+            elif source is _CLIENT:
+                self._from_client(m, now, out)
+            else:
+                self._from_agent(m, now, out)
+        except RecursionError:
+            # Defense in depth: every step is meant to cope with any nesting the
+            # decoder accepted; if one does not, the message is refused, not the proxy.
+            if self._unsettled() < open_before:
+                return  # it was already forwarded, answered, dropped or held
+            reason = "nested too deeply to inspect"
+            out.append(Report("warning", f"{source.value} sent a message {reason}, refused"))
+            if source is _CLIENT and m.kind is _REQUEST:
+                self._audit(out, "invalid_message", source, id=m.id, reason=reason)
+                self._answer(out, _CLIENT, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
+            else:
+                self._drop(out, m, source, "invalid_message", reason)
+
+    def _unsettled(self) -> int:
+        """Messages accepted but not yet forwarded, answered, dropped or held."""
+        n = self._n
+        held = self.hold.total_messages
+        return n["accepted"] - n["forwarded"] - n["answered"] - n["dropped"] - held
 
     def _invalid(self, source: Peer, m: Message, out: list[Action]) -> None:
         self._n["invalid"] += 1
@@ -773,11 +794,13 @@ class ProxyCore:
                     out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror"
                 )
                 return []
-            body = exact_body(m.raw)
-            del body["params"]["update"]["state"]
             try:
+                body = exact_body(m.raw)
+                del body["params"]["update"]["state"]
                 data = dumps(body, allow_nan=False)
-            except ValueError:  # a number JSON cannot spell back (1e400): keep the original
+            except (ValueError, RecursionError):
+                # A number JSON cannot spell back (1e400), or nesting too deep for
+                # the standard library here: forward the original bytes.
                 data = m.raw
             else:
                 self._n["duplicates_removed"] += 1

@@ -309,6 +309,8 @@ def _classify_batch(raw: bytes, body: list[Any]) -> Message:
             item_raw = _dumps_bytes(item)
         except ValueError:  # 1e400 decodes to inf, which JSON cannot spell
             item_raw, reason = b"", "a number in this element is out of range"
+        except RecursionError:
+            item_raw, reason = b"", "this element is nested too deeply"
         if reason is None:
             items.append(classify(item_raw, item))
         else:  # a batch holds messages, not batches

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 from corekit import (
     AGENT,
     CLIENT,
@@ -100,3 +103,79 @@ def test_duplicate_content_key_in_a_batch_element_keeps_it_a_plain_message() -> 
     child = core.registry.child("C")
     assert child is not None
     assert child.meta == {"k": 2}
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _at_stack_depth(extra_frames: int, call: Any) -> Any:
+    """Runs ``call()`` ``extra_frames`` Python frames deeper (as a deep shell would)."""
+    if extra_frames == 0:
+        return call()
+    return _at_stack_depth(extra_frames - 1, call)
+
+
+def test_deeply_nested_state_reports_are_compared_without_recursion() -> None:
+    """Two state reports nested 900 deep: the second is a duplicate, the core never raises."""
+    core = ProxyCore()
+    open_session(core, "S")
+    deep = _nested(900)
+    raw = (
+        '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":'
+        f'{{"sessionUpdate":"state_update","state":{{"state":"running","x":{deep}}}}}}}}}'
+    ).encode()
+    assert sends(core.receive(AGENT, raw, 0.0)) == [raw]
+    out = core.receive(AGENT, raw, 0.0)
+    assert sends(out) == []
+    assert [a.event for a in audits(out)] == ["duplicate_dropped"]
+    assert_accounting(core)
+
+
+def test_deep_batch_elements_and_meta_never_crash_the_core_at_any_stack_depth() -> None:
+    """Nesting near the decoder's limit, from a deeper stack: refused or forwarded, never raised.
+
+    msgspec accepts the frame, the standard library (a few frames deeper) may not:
+    a batch element is then refused as too deep, a re-announcement keeps its bytes.
+    """
+    for depth in range(800, 1000):
+        core = ProxyCore()
+        open_session(core, "P")
+        deep = _nested(depth)
+        batch = f'[{{"jsonrpc":"2.0","method":"n","params":{{"a":{deep}}}}}]'.encode()
+        first = announce("P", "K", state={"state": "running"})
+        again = (
+            update(
+                "P",
+                {
+                    "sessionUpdate": "subagent_update",
+                    "sessionId": "K",
+                    "state": {"state": "running"},
+                },
+            )[:-3]
+            + f',"_meta":{deep}}}}}}}'.encode()
+        )
+        for frame in (batch, first, again):
+            for who in (AGENT, CLIENT):
+                _at_stack_depth(100, partial(core.receive, who, frame, 0.0))
+        assert_accounting(core)
+
+
+def test_a_recursion_error_inside_the_engine_refuses_the_message(monkeypatch: Any) -> None:
+    """Defense in depth: a step that runs out of stack costs one message, not the proxy."""
+    core = ProxyCore()
+    open_session(core, "S")
+
+    def too_deep(*args: Any) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(core, "_from_client", too_deep)
+    monkeypatch.setattr(core, "_from_agent", too_deep)
+    out = core.receive(CLIENT, req(7, "session/prompt", {"sessionId": "S", "prompt": []}), 0.0)
+    [answer] = sends(out, CLIENT)
+    assert decoded(answer)["id"] == 7
+    assert "nested too deeply" in decoded(answer)["error"]["message"]
+    out = core.receive(AGENT, req(8, "fs/read_text_file", {"sessionId": "S"}), 0.0)
+    assert sends(out) == []
+    assert [a.event for a in audits(out)] == ["invalid_message"]
+    assert_accounting(core)
