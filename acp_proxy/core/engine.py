@@ -12,7 +12,7 @@ counters, and ``accepted == forwarded + answered + dropped + held`` always.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -35,11 +35,11 @@ from acp_proxy.core.jsonrpc import (
     error_frame,
     exact_body,
     parse,
-    plain_run,
 )
 from acp_proxy.core.patch import UNSET
 from acp_proxy.core.policy import check_mutation
 from acp_proxy.core.registry import Registry, UpdateOutcome
+from acp_proxy.core.runs import Envelope, envelope_run, plain_run, update_kind
 from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
 
 __all__ = ["CoreStatistics", "ProxyCore"]
@@ -200,11 +200,13 @@ class ProxyCore:
     def receive_lines(self, source: Peer, lines: Lines, now: float) -> list[Action]:
         """Handles a run of complete lines from ``source`` (same as :meth:`receive_frames`).
 
-        Agent lines that are all canonical JSON (see
-        :func:`~acp_proxy.core.jsonrpc.plain_run`) are decoded in one call, and
-        each stretch of unremarkable notifications among them is forwarded as
-        one :class:`~acp_proxy.core.actions.Send` of the original bytes, its
-        messages joined by ``b"\\n"``; any other line goes through
+        An agent run is decoded in one call when every line is a
+        ``session/update``-shaped envelope (:func:`~acp_proxy.core.runs.envelope_run`,
+        content left undecoded) or else canonical JSON
+        (:func:`~acp_proxy.core.runs.plain_run`); each stretch of unremarkable
+        notifications in it is then forwarded as one
+        :class:`~acp_proxy.core.actions.Send` of the original bytes, its
+        messages joined by ``b"\\n"``, and any other line goes through
         :meth:`receive`, in order. Otherwise the lines are split and handled
         one by one.
 
@@ -217,27 +219,55 @@ class ProxyCore:
             Actions to carry out in order.
         """
         data = lines.data
-        bodies = plain_run(data) if source is _AGENT else None
-        if bodies is None:
-            return self.receive_frames(source, lines.frames(), now)
-        uninspected = self._uninspected
+        if source is _AGENT:
+            envelopes = envelope_run(data)
+            if envelopes is not None:
+                return self._run(data, envelopes, self._envelope_uninspected, now)
+            bodies = plain_run(data)
+            if bodies is not None:
+                return self._run(data, bodies, self._uninspected, now)
+        return self.receive_frames(source, lines.frames(), now)
+
+    def _run(
+        self, data: bytes, items: list[Any], uninspected: Callable[[Any], bool], now: float
+    ) -> list[Action]:
+        """An agent run, one decoded item per line: plain stretches whole, the rest one by one."""
         out: list[Action] = []
         frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
-        for j, body in enumerate(bodies):
-            if uninspected(body):
+        for j, item in enumerate(items):
+            if uninspected(item):
                 continue
             if not frames:
-                frames = data.split(b"\n")  # canonical: one line per body
+                frames = data.split(b"\n")  # one line per item
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
-            out.extend(self.receive(source, frames[j], now))
+            out.extend(self.receive(_AGENT, frames[j], now))
             start = j + 1
         if not frames:
-            return self._forward_fast(data, len(bodies))
+            return self._forward_fast(data, len(items))
         if start < len(frames):
             out.extend(self._forward_fast(b"\n".join(frames[start:]), len(frames) - start))
         return out
+
+    def _envelope_uninspected(self, env: Envelope) -> bool:
+        """:meth:`_uninspected` for an :class:`~acp_proxy.core.runs.Envelope`.
+
+        The envelope's type already rules out ``id`` / ``result`` / ``error``
+        and a snake_case ``session_id`` in ``params`` (unknown keys refused).
+        """
+        if env.jsonrpc != "2.0":
+            return False
+        params = env.params
+        if params.sessionId not in self._known:
+            return False
+        upd = params.update
+        if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
+            return False
+        if env.method != "session/update":
+            return True
+        su = upd.get("sessionUpdate")
+        return su is None or update_kind(su) not in _INSPECTED_UPDATES
 
     def _uninspected(self, body: Any) -> bool:
         """True for an agent message that :meth:`_dispatch` would forward unchanged.

@@ -47,7 +47,6 @@ __all__ = [
     "error_frame",
     "exact_body",
     "parse",
-    "plain_run",
 ]
 
 PARSE_ERROR = -32700
@@ -172,8 +171,6 @@ _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
 _fast_loads = _DECODER.decode
 _fast_dumps = _ENCODER.encode
-_fast_loads_lines = _DECODER.decode_lines
-_fast_dumps_lines = _ENCODER.encode_lines
 
 
 def _strict_loads(raw: bytes) -> Any:
@@ -461,31 +458,6 @@ def canonical(raw: bytes) -> Any:
     except (msgspec.DecodeError, RecursionError):
         return None
     return body if _fast_dumps(body) == raw else None
-
-
-def plain_run(data: bytes) -> list[Any] | None:
-    """The decoded frames of ``data`` when every one is exactly canonical JSON.
-
-    ``data`` is several frames joined by ``b"\\n"`` (a
-    :class:`~acp_proxy.core.framing.Lines` run). Canonical: each frame is the
-    compact encoding of its decoded value, so no frame repeats or escapes a
-    key, and there is no blank line, ``\\r`` or other whitespace. Checked for
-    the whole run with one decode and one encode (two C calls, not one per
-    frame): :func:`canonical` for a whole run.
-
-    Returns:
-        One value per frame, in order; ``None`` when any frame is not
-        canonical JSON (then use :func:`parse` per frame; never "invalid").
-    """
-    try:
-        bodies: list[Any] = _fast_loads_lines(data)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    encoded = _fast_dumps_lines(bodies)
-    # encode_lines ends every frame with a newline; ``data`` lacks the last one.
-    if len(encoded) != len(data) + 1 or not encoded.startswith(data):
-        return None
-    return bodies
 
 
 def _parse_strict(raw: bytes) -> Message:

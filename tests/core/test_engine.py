@@ -603,6 +603,37 @@ AGENT_FRAME = st.one_of(
     ),
 )
 
+_U = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+# Lines shaped like session/update envelopes, written the ways that must not
+# change the verdict of the one-decode envelope path (core/runs.py).
+ENVELOPE_FRAME = st.sampled_from(
+    [
+        _U + b'"S","update":{"sessionUpdate":"x","content":{"a" : 1,"a":2}}}}',
+        _U + b'"S","update":{"sessionUpdate":"x","content":{"text":"\xc3\xa9\\u00e9"}}}}',
+        _U + b'"S","update":{"sessionUpdate":"x","content":{"text":"\xff"}}}}',
+        _U + b'"S","update":{"sessionUpdate":"x","content":{"text":"\xed\xa0\x80"}}}}',
+        _U + b'"S","update":{"sessionUpdate":"x","content":{"v":1e400}}}}',
+        _U + b'"S","update":{"sessionUpdate":"subagent\\u005fupdate","sessionId":"C"}}}',
+        _U + b'"S","update":{"sessionUpdate":"state\\u005fupdate","state":"idle"}}}',
+        _U + b'"S","update":{"sessionUpdate":"x","sessionUpdate":"subagent_update",'
+        b'"sessionId":"C"}}}',
+        _U + b'"S","update":{"session\\u0055pdate":"subagent_update","sessionId":"C"}}}',
+        _U + b'"\\u0053","update":{"sessionUpdate":"x"}}}',
+        _U + b'"U","update":{"sessionUpdate":"x"}}}',
+        _U + b'"C","update":{"sessionUpdate":"x"}}}',
+        _U + b'"S","update":{"sessionUpdate":"x","session_update":"subagent_update"}}}',
+        _U + b'"S","update":{"sessionUpdate":5}}}',
+        _U + b'"S","update":{"sessionUpdate":"x"},"_meta":{"k":[1,2]}}}',
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"_meta":{},"sessionId":"S",'
+        b'"update":{"sessionUpdate":"x"}}}',
+        b'{"jsonrpc":"2.0","method":"_x/y","params":{"sessionId":"S","update":{"a":1}}}',
+        b'{"jsonrpc":"1.0","method":"session/update","params":{"sessionId":"S","update":{}}}',
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{}},'
+        b'"id":1}',
+        b'{"method":"session/update","jsonrpc":"2.0","params":{"sessionId":"S","update":{}}}',
+    ]
+)
+
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -631,9 +662,11 @@ def _one_send_per_message(actions: list[Any]) -> list[Any]:
     return out
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    frames=st.lists(AGENT_FRAME, min_size=1, max_size=12),
+    frames=st.lists(
+        st.one_of(AGENT_FRAME, ENVELOPE_FRAME, ENVELOPE_FRAME), min_size=1, max_size=12
+    ),
     ends=st.lists(st.sampled_from([b"\n", b"\n", b"\n", b"\r\n", b"\n\n"]), max_size=12),
     source=st.sampled_from([AGENT, AGENT, CLIENT]),
 )
@@ -642,26 +675,38 @@ def test_receive_lines_equals_receive_one_by_one(
 ) -> None:
     """A run of lines gives the same messages, audits and counters as receive per frame."""
     data = b"".join(f + (ends[i] if i < len(ends) else b"\n") for i, f in enumerate(frames))
-    lines = Lines(data[:-1] if data.endswith(b"\n") else data)
+    _assert_run_equals_per_frame(source, Lines(data[:-1] if data.endswith(b"\n") else data))
+
+
+def _assert_run_equals_per_frame(source: Any, lines: Lines) -> None:
+    """receive_lines gives what receive gives for each frame (messages, audits, counters)."""
     one, many = ProxyCore(), ProxyCore()
     for core in (one, many):
         open_session(core, "S")
     expected: list[Any] = []
     for raw in lines.frames():
         expected.extend(one.receive(source, raw, 1.0))
-    got = many.receive_lines(source, lines, 1.0)
-    assert _one_send_per_message(got) == expected
+    assert _one_send_per_message(many.receive_lines(source, lines, 1.0)) == expected
     assert many.statistics() == one.statistics()
 
 
-def test_receive_lines_forwards_a_plain_run_as_one_send_of_the_original_bytes() -> None:
-    """Canonical notifications for a known session leave as one write, byte for byte."""
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"sessionId": "S", "update": {"sessionUpdate": "x", "content": {"t": "a"}}},  # envelope
+        {"sessionId": "S", "other": [1, {"a": None}]},  # any other canonical JSON
+    ],
+)
+def test_receive_lines_forwards_a_plain_run_as_one_send_of_the_original_bytes(
+    params: dict[str, Any],
+) -> None:
+    """Notifications for a known session leave as one write, byte for byte."""
     core = ProxyCore()
     open_session(core, "S")
-    chunk = notif("session/update", {"sessionId": "S", "update": {"sessionUpdate": "x"}})
-    data = b"\n".join([chunk] * 5)
+    before = core.statistics().forwarded
+    data = b"\n".join([notif("session/update", params)] * 5)
     assert core.receive_lines(AGENT, Lines(data), 0.0) == [Send(CLIENT, data)]
-    assert core.statistics().forwarded - core.statistics().answered >= 5
+    assert core.statistics().forwarded == before + 5
     assert_accounting(core)
 
 
@@ -684,3 +729,10 @@ def test_receive_lines_holds_an_unknown_child_between_plain_stretches() -> None:
         Send(CLIENT, plain),
     ]
     assert_accounting(core)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(ENVELOPE_FRAME, min_size=1, max_size=8))
+def test_envelope_runs_equal_receive_one_by_one(frames: list[bytes]) -> None:
+    """Runs of envelope-shaped lines only: same messages, audits and counters as per frame."""
+    _assert_run_equals_per_frame(AGENT, Lines(b"\n".join(frames)))

@@ -10,7 +10,7 @@ from corekit import enc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_proxy.core.jsonrpc import Kind, canonical, dumps, error_frame, parse, plain_run
+from acp_proxy.core.jsonrpc import Kind, canonical, dumps, error_frame, parse
 
 
 def test_request() -> None:
@@ -426,45 +426,6 @@ def test_compact_frames_without_repeats_classify_as_the_strict_parser_does(
     assert not m.ambiguous
     assert m.body == json.loads(raw)
     assert m.session_id == sid
-
-
-_CANONICAL = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S"}}'
-
-
-@pytest.mark.parametrize(
-    "odd",
-    [
-        b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S","sessionId":"U"}}',
-        b'{"jsonrpc":"2.0","method":"n","params":{"session\\u0049d":"S"}}',
-        b'{"jsonrpc": "2.0","method":"n"}',
-        b'{"jsonrpc":"2.0","method":"n"}\r',
-        b"",
-        b'{"jsonrpc":"2.0","method":"n","params":{"v":1e5}}',
-        b"not json",
-    ],
-)
-def test_plain_run_refuses_a_run_with_any_non_canonical_line(odd: bytes) -> None:
-    """One repeated or escaped key, whitespace, blank line or bad line anywhere: None."""
-    assert plain_run(_CANONICAL) == [json.loads(_CANONICAL)]
-    for data in (odd, _CANONICAL + b"\n" + odd, odd + b"\n" + _CANONICAL):
-        assert plain_run(data) is None
-
-
-@settings(max_examples=200)
-@given(values=st.lists(st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=4))))
-def test_plain_run_decodes_canonical_lines_in_order(values: list[dict[str, Any]]) -> None:
-    """Compact, UTF-8 JSON lines (as msgspec or JSON.stringify write them) decode in one call."""
-    lines = [json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode() for v in values]
-    data = b"\n".join(lines)
-    canonical = all(
-        line == json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False).encode()
-        for line in lines
-    )
-    got = plain_run(data)
-    if values and canonical:
-        assert got == values
-    else:
-        assert got is None or got == values
 
 
 @pytest.mark.parametrize(
