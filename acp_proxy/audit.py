@@ -30,7 +30,12 @@ def format_record(record: Audit, context: dict[str, Any] | None = None) -> str:
             obj[k] = v
     if context:
         obj.update(context)
-    return json.dumps(obj, ensure_ascii=False, default=str)
+    text = json.dumps(obj, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate a peer sent (valid JSON, not UTF-8)
+        text = json.dumps(obj, ensure_ascii=True, default=str)
+    return text
 
 
 class AuditLog:

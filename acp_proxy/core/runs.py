@@ -25,6 +25,7 @@ accepted line the way the proxy does.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import msgspec
@@ -94,7 +95,32 @@ def envelope_run(data: bytes) -> list[Envelope] | None:
         envelopes: list[Envelope] = _decode_envelopes(data)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None
-    return envelopes if _same_bytes(_encode_lines(envelopes), data) else None
+    if not _same_bytes(_encode_lines(envelopes), data):
+        return None
+    # Raw values are skipped without converting numbers: one long enough to
+    # hold an integer past Python's digit limit must pass the full decoder,
+    # as it would on the frame-by-frame path (which refuses such a number).
+    for env in envelopes:
+        params = env.params
+        meta = params.meta
+        if type(meta) is msgspec.Raw and len(meta) > _LONG_VALUE and not _decodes(meta):
+            return None
+        for value in params.update.values():
+            if len(value) > _LONG_VALUE and not _decodes(value):
+                return None
+    return envelopes
+
+
+#: longest raw value that cannot hold an integer over Python's digit limit
+_LONG_VALUE = sys.get_int_max_str_digits() or 1 << 62
+
+
+def _decodes(value: msgspec.Raw) -> bool:
+    try:
+        _decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 def plain_run(data: bytes) -> list[Any] | None:
@@ -119,13 +145,15 @@ def plain_run(data: bytes) -> list[Any] | None:
 
 _KINDS: dict[bytes, str | None] = {}
 _MAX_KINDS = 256
+_MAX_KIND_BYTES = 64
 
 
 def update_kind(raw: msgspec.Raw) -> str | None:
     """The value of a raw ``sessionUpdate`` member when it is a string, else ``None``.
 
     Decoded properly (``"subagent\\u005fupdate"`` is ``"subagent_update"``);
-    remembered for the few spellings a stream uses (at most 256 kept).
+    the few short spellings a stream uses are remembered (at most 256 of at
+    most 64 bytes each: 16 KiB).
     """
     key = bytes(raw)
     if key in _KINDS:
@@ -135,7 +163,8 @@ def update_kind(raw: msgspec.Raw) -> str | None:
     except (msgspec.DecodeError, RecursionError):
         value = None
     kind = value if type(value) is str else None
-    if len(_KINDS) >= _MAX_KINDS:
-        _KINDS.clear()
-    _KINDS[key] = kind
+    if len(key) <= _MAX_KIND_BYTES:
+        if len(_KINDS) >= _MAX_KINDS:
+            _KINDS.clear()
+        _KINDS[key] = kind
     return kind

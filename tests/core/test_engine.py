@@ -631,6 +631,8 @@ ENVELOPE_FRAME = st.sampled_from(
         b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{}},'
         b'"id":1}',
         b'{"method":"session/update","jsonrpc":"2.0","params":{"sessionId":"S","update":{}}}',
+        _U + b'"S","update":{"sessionUpdate":"x","content":' + b"7" * 4301 + b"}}}",
+        _U + b'"S","update":{"sessionUpdate":"x"},"_meta":[' + b"7" * 4301 + b"]}}",
     ]
 )
 

@@ -44,6 +44,12 @@ def test_envelope_run_keeps_update_values_raw_and_the_bytes_identical() -> None:
         b'{"jsonrpc":"2.0","id":1,"result":{}}',
         b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S","update":[]}}',
         b"",
+        # Integers past Python's 4300-digit limit: the frame-by-frame path refuses them.
+        _ENV % (b'"sessionUpdate":"x","content":[' + b"7" * 4301 + b"]"),
+        _ENV % (b'"sessionUpdate":-' + b"7" * 4301),
+        b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S","update":{},"_meta":{"n":'
+        + b"7" * 4301
+        + b"}}}",
     ],
 )
 def test_envelope_run_refuses_a_run_with_any_other_line(odd: bytes) -> None:
@@ -52,6 +58,12 @@ def test_envelope_run_refuses_a_run_with_any_other_line(odd: bytes) -> None:
     assert envelope_run(good) is not None
     for data in (odd, good + b"\n" + odd, odd + b"\n" + good):
         assert envelope_run(data) is None
+
+
+def test_envelope_run_accepts_long_values_that_are_valid_json() -> None:
+    """A long string or a long run of short numbers is not a big integer."""
+    for value in (b'"' + b"7" * 9000 + b'"', b"[" + b",".join([b"7" * 40] * 300) + b"]"):
+        assert envelope_run(_ENV % (b'"sessionUpdate":"x","content":' + value)) is not None
 
 
 def test_update_kind_decodes_escapes_and_keeps_a_bounded_memo() -> None:
@@ -67,6 +79,11 @@ def test_update_kind_decodes_escapes_and_keeps_a_bounded_memo() -> None:
     [e] = envelope_run(_ENV % b'"sessionUpdate":[1]') or [None]
     assert e is not None
     assert update_kind(e.params.update["sessionUpdate"]) is None
+    long_kind = "k" * 1000
+    [e] = envelope_run(_ENV % b'"sessionUpdate":"%s"' % long_kind.encode()) or [None]
+    assert e is not None
+    assert update_kind(e.params.update["sessionUpdate"]) == long_kind
+    assert all(len(key) <= runs._MAX_KIND_BYTES for key in runs._KINDS)
 
 
 _CANONICAL = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S"}}'
