@@ -77,8 +77,8 @@ def envelope_run(data: bytes) -> list[Envelope] | None:
     """The envelopes of ``data`` when every line is one, written exactly as re-encoded.
 
     Valid UTF-8 is checked for the whole run first: msgspec skips raw values
-    without checking their encoding, and a line that is not UTF-8 must reach
-    :func:`~acp_proxy.core.jsonrpc.parse` (which refuses it).
+    without checking their encoding, and a line that is not UTF-8 must be
+    decided by :func:`~acp_proxy.core.jsonrpc.parse`, as it would be alone.
 
     Args:
         data: lines joined by ``b"\\n"``, without the last newline.
