@@ -12,35 +12,27 @@ counters, and ``accepted == forwarded + answered + dropped + held`` always.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
-from acp_proxy.core.dedup import StateDedup
+from acp_proxy.core.actions import Action, Peer, Report, Send
+from acp_proxy.core.agent_side import AgentSide
+from acp_proxy.core.client_side import ClientSide
 from acp_proxy.core.framing import Lines
-from acp_proxy.core.hold import Evicted, HoldBuffer
 from acp_proxy.core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    PARSE_ERROR,
     SNAKE_PARAMS_KEY,
     SNAKE_UPDATE_KEYS,
     Kind,
     Message,
     canonical,
-    dumps,
     error_frame,
-    exact_body,
     parse,
 )
-from acp_proxy.core.patch import UNSET
-from acp_proxy.core.policy import check_mutation
-from acp_proxy.core.registry import Registry, UpdateOutcome
 from acp_proxy.core.runs import Envelope, envelope_run, plain_run, update_kind
-from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
@@ -49,18 +41,11 @@ _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
 _REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
-_RESPONSE = Kind.RESPONSE
-_ERROR_RESPONSE = Kind.ERROR_RESPONSE
 _BATCH = Kind.BATCH
 _INVALID = Kind.INVALID
-# sessionUpdate values that need more than forwarding (see _unknown_session, _deliver).
+# sessionUpdate values that need more than forwarding (see AgentSide._deliver).
 _INSPECTED_UPDATES = frozenset({"session_message", "subagent_update", "state_update"})
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
-
-_OPENS_SESSION = frozenset({"session/load", "session/resume"})
-_CREATES_SESSION = frozenset({"session/new", "session/fork"})
-_SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
-_MISSING: Any = object()
 
 
 @attrs.frozen
@@ -104,41 +89,19 @@ class CoreStatistics:
     protocol_version: int | None
 
 
-class ProxyCore:
+class ProxyCore(ClientSide, AgentSide):
     """The sans-IO proxy engine for one client-agent connection.
 
     Args:
         config: the effective configuration (defaults when omitted).
 
     Every public method returns a list of actions for the shell to carry out
-    in order; none of them raises on anything a peer sends.
+    in order; none of them raises on anything a peer sends. The hot path
+    (agent notifications forwarded unchanged) is here; client-side
+    enforcement is in :mod:`~acp_proxy.core.client_side`, hold, registry and
+    dedup in :mod:`~acp_proxy.core.agent_side`, shared state in
+    :mod:`~acp_proxy.core.engine_base`.
     """
-
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or Config()
-        self.registry = Registry(self.config.limits.max_children)
-        self._known = self.registry.known  # the same set, one attribute lookup less
-        self.hold = HoldBuffer(self.config.hold)
-        self.dedup = StateDedup()
-        self._mutations = self.config.enforcement.child_mutations
-        self._dedup_on = self.config.dedup.state_reports
-        self._max_pending = self.config.limits.max_pending_requests
-        # requester -> {id: (method, sessionId)} of requests in flight
-        self._pending: dict[Peer, dict[Any, tuple[str, Any]]] = {_CLIENT: {}, _AGENT: {}}
-        self._closed: dict[Peer, str | None] = {_CLIENT: None, _AGENT: None}
-        self.protocol_version: int | None = None
-        self._n = {
-            "accepted": 0,
-            "forwarded": 0,
-            "answered": 0,
-            "dropped": 0,
-            "rejected_mutations": 0,
-            "duplicates_removed": 0,
-            "invalid": 0,
-            "non_json_agent_lines": 0,
-            "malformed_errors": 0,
-            "oversize": 0,
-        }
 
     # ----------------------------------------------------------------- API
 
@@ -411,32 +374,7 @@ class ProxyCore:
             **n,
         )
 
-    # ------------------------------------------------------------ helpers
-
-    def _audit(self, out: list[Action], event: str, source: Peer | None, **fields: Any) -> None:
-        out.append(Audit(event, source.direction if source else None, fields))
-
-    def _answer(
-        self, out: list[Action], to: Peer, rid: Any, code: int, message: str, data: Any = None
-    ) -> None:
-        self._n["answered"] += 1
-        out.append(Send(to, error_frame(rid, code, message, data)))
-
-    def _drop(self, out: list[Action], m: Message, source: Peer, event: str, reason: str) -> None:
-        self._n["dropped"] += 1
-        fields: dict[str, Any] = {
-            "sessionId": m.session_id,
-            "method": m.method,
-            "id": m.id,
-            "reason": reason,
-        }
-        if self.config.audit.include_content:
-            fields["content"] = m.raw.decode("utf-8", "replace")
-        self._audit(out, event, source, **fields)
-
-    def _forward(self, out: list[Action], to: Peer, data: bytes) -> None:
-        self._n["forwarded"] += 1
-        out.append(Send(to, data))
+    # ------------------------------------------------------------ dispatch
 
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
         n = self._n
@@ -463,419 +401,3 @@ class ProxyCore:
                 self._answer(out, _CLIENT, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
             else:
                 self._drop(out, m, source, "invalid_message", reason)
-
-    def _unsettled(self) -> int:
-        """Messages accepted but not yet forwarded, answered, dropped or held."""
-        n = self._n
-        held = self.hold.total_messages
-        return n["accepted"] - n["forwarded"] - n["answered"] - n["dropped"] - held
-
-    def _invalid(self, source: Peer, m: Message, out: list[Action]) -> None:
-        self._n["invalid"] += 1
-        reason = m.reason or "invalid"
-        if source is _CLIENT:
-            code = PARSE_ERROR if m.parse_error else INVALID_REQUEST
-            rid = None if m.parse_error else m.id
-            self._audit(out, "invalid_message", source, id=rid, reason=reason)
-            self._answer(out, _CLIENT, rid, code, f"acp-proxy: {reason}")
-            return
-        if m.parse_error:
-            self._n["non_json_agent_lines"] += 1
-            preview = m.raw[:200].decode("utf-8", "replace")
-            out.append(Report("warning", f"agent stdout line is not JSON, dropped: {preview!r}"))
-        else:
-            out.append(Report("warning", f"agent sent invalid JSON-RPC, dropped: {reason}"))
-        self._drop(out, m, source, "invalid_message", reason)
-
-    def _ambiguous(self, source: Peer, m: Message, out: list[Action]) -> None:
-        reason = m.reason or (
-            "duplicate keys in decision fields (method, id, params, sessionId, update)"
-        )
-        body = m.body if isinstance(m.body, dict) else {}
-        dups: set[str] = getattr(body, "dups", set())
-        if m.kind is _REQUEST:
-            rid = None if "id" in dups else m.id
-            self._audit(out, "invalid_message", source, id=rid, method=m.method, reason=reason)
-            self._answer(
-                out, source, rid, INVALID_REQUEST, f"acp-proxy: ambiguous message: {reason}"
-            )
-        else:
-            event = "notification_dropped" if m.kind is _NOTIFICATION else "invalid_message"
-            self._drop(out, m, source, event, reason)
-
-    # ------------------------------------------------------- client->agent
-
-    def _from_client(self, m: Message, now: float, out: list[Action]) -> None:
-        kind = m.kind
-        if kind is _REQUEST or kind is _NOTIFICATION:
-            method = m.method
-            assert method is not None
-            sid = m.session_id
-            if sid is not None and method in _OPENS_SESSION:
-                self.dedup.reset_session(
-                    sid,
-                    [c.session_id for c in self.registry.children.values() if c.parent_id == sid],
-                )
-                if self.registry.mark_known(sid):
-                    self._release(sid, now, out, "client opened the session")
-            rejection = check_mutation(
-                self.registry,
-                self._mutations,
-                method,
-                sid,
-                unestablished=sid is not None and self._unestablished(sid),
-            )
-            if rejection is not None:
-                self._n["rejected_mutations"] += 1
-                child = self.registry.child(rejection.session_id)
-                fields = {
-                    "sessionId": rejection.session_id,
-                    "parentSessionId": child.parent_id if child else None,
-                    "method": method,
-                    "id": m.id,
-                    "capability": rejection.capability,
-                    "reason": rejection.reason,
-                }
-                if kind is _REQUEST:
-                    self._audit(out, "mutation_rejected", _CLIENT, **fields)
-                    self._answer(
-                        out,
-                        _CLIENT,
-                        m.id,
-                        self.config.enforcement.reject_code,
-                        rejection.message,
-                        rejection.data,
-                    )
-                else:
-                    self._audit(out, "mutation_rejected", _CLIENT, **fields)
-                    self._n["dropped"] += 1
-                    self._audit(out, "notification_dropped", _CLIENT, **fields)
-                return
-            if kind is _REQUEST and not self._track(_CLIENT, m, out):
-                return
-            gone = self._closed[_AGENT]
-            if gone is not None:
-                if kind is _REQUEST:
-                    self._pending[_CLIENT].pop(m.id, None)
-                    self._answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
-                else:
-                    self._drop(out, m, _CLIENT, "notification_dropped", gone)
-                return
-            self._forward(out, _AGENT, m.raw)
-            return
-        self._response(_CLIENT, m, now, out)
-
-    def _unestablished(self, sid: str) -> bool:
-        """Named by the agent but neither created, loaded nor announced to the client."""
-        reg = self.registry
-        if sid in reg.provisional:
-            return True
-        return not reg.is_known(sid) and (sid in self.hold or self.hold.announces(sid))
-
-    def _track(self, requester: Peer, m: Message, out: list[Action]) -> bool:
-        """Records a request in flight; answers it and returns False if it cannot be."""
-        pending = self._pending[requester]
-        if m.id in pending:
-            reason = f"request id {m.id!r} is already in flight"
-        elif len(pending) >= self._max_pending:
-            reason = f"more than limits.max_pending_requests ({self._max_pending}) in flight"
-        else:
-            pending[m.id] = (m.method or "", m.session_id)
-            return True
-        self._audit(out, "invalid_message", requester, id=m.id, method=m.method, reason=reason)
-        self._answer(out, requester, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
-        return False
-
-    def _response(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
-        """A response from ``source`` to a request of the other peer."""
-        if m.malformed_error:
-            self._n["malformed_errors"] += 1
-        to = _AGENT if source is _CLIENT else _CLIENT
-        if m.id is None:  # error response to something unreadable: pass it on
-            self._forward(out, to, m.raw)
-            return
-        entry = self._pending[to].pop(m.id, _MISSING)
-        if entry is _MISSING:
-            self._drop(out, m, source, "unknown_response", f"no request with id {m.id!r} in flight")
-            return
-        self._forward(out, to, m.raw)
-        if source is _AGENT and m.kind is _RESPONSE:
-            method = entry[0]
-            result = m.body.get("result")
-            if method in _CREATES_SESSION and isinstance(result, dict):
-                sid = result.get("sessionId")
-                if type(sid) is str and self.registry.mark_known(sid):
-                    self._release(sid, now, out, f"{method} response")
-            elif method == "initialize" and isinstance(result, dict):
-                pv = result.get("protocolVersion")
-                if type(pv) is int:
-                    self.protocol_version = pv
-
-    # ------------------------------------------------------- agent->client
-
-    def _from_agent(self, m: Message, now: float, out: list[Action]) -> None:
-        if m.kind is _REQUEST:
-            if not self._track(_AGENT, m, out):
-                return
-            if self._closed[_CLIENT] is not None:
-                self._pending[_AGENT].pop(m.id, None)
-                self._answer(
-                    out, _AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[_CLIENT]}"
-                )
-                return
-        elif m.kind is not _NOTIFICATION:
-            self._response(_AGENT, m, now, out)
-            return
-        # Fast path: a message for a session the client knows, releasing nothing.
-        if self._unknown_session(m) is None:
-            released = self._deliver(m, now, out)
-            if released:
-                self._route_all(released, now, out)
-            return
-        self._route_all([m], now, out)
-
-    def _unknown_session(self, m: Message) -> str | None:
-        p = m.params
-        if p is None:
-            return None
-        known = self.registry.known
-        sid = p.get("sessionId")
-        if type(sid) is str and sid not in known:
-            return sid
-        if m.method == "session/update":
-            upd = p.get("update")
-            if type(upd) is dict and upd.get("sessionUpdate") == "session_message":
-                for key in ("senderSessionId", "recipientSessionId"):
-                    v = upd.get(key)
-                    if type(v) is str and v not in known:
-                        return v
-        return None
-
-    def _route_all(self, msgs: list[Message], now: float, out: list[Action]) -> None:
-        """Delivers or holds ``msgs`` in order; messages released by one are
-        delivered right after it (depth first, without recursion)."""
-        stack: list[Iterator[Message]] = [iter(msgs)]
-        while stack:
-            m = next(stack[-1], None)
-            if m is None:
-                stack.pop()
-                continue
-            sid = self._unknown_session(m)
-            if sid is not None:
-                self._hold(sid, m, now, out, stack)
-                continue
-            released = self._deliver(m, now, out)
-            if released:
-                stack.append(iter(released))
-
-    def _hold(
-        self, sid: str, m: Message, now: float, out: list[Action], stack: list[Iterator[Message]]
-    ) -> None:
-        first = sid not in self.hold
-        evicted = self.hold.hold(sid, m, now)
-        if first and sid in self.hold:
-            self._audit(
-                out,
-                "held",
-                _AGENT,
-                sessionId=sid,
-                method=m.method,
-                id=m.id,
-                reason="session not yet known to the client",
-            )
-        for ev in evicted:
-            self._expire(ev, now, out, stack)
-
-    def _release(self, sid: str, now: float, out: list[Action], why: str) -> None:
-        msgs = self.hold.take(sid)
-        if msgs:
-            self._audit(out, "released", _AGENT, sessionId=sid, count=len(msgs), reason=why)
-            self._route_all(msgs, now, out)
-
-    def _expire(
-        self,
-        ev: Evicted,
-        now: float,
-        out: list[Action],
-        stack: list[Iterator[Message]] | None = None,
-    ) -> None:
-        policy = self.config.hold.on_expire
-        why = f"{ev.reason}; {policy}"
-        if ev.reason == "agent_exited" and self._closed[_CLIENT] is not None:
-            policy = "drop"
-            why = f"{ev.reason}; drop (the client is gone too)"
-        self._audit(
-            out,
-            "hold_expired",
-            _AGENT,
-            sessionId=ev.session_id,
-            count=len(ev.messages),
-            reason=why,
-        )
-        if policy == "release":
-            out.append(
-                Report(
-                    "warning",
-                    f"agent traffic for unannounced session {ev.session_id!r} released "
-                    f"({ev.reason}, {len(ev.messages)} messages): protocol violation",
-                )
-            )
-            self.registry.mark_known(ev.session_id, provisional=True)
-            later = self.hold.take(ev.session_id)
-            if stack is not None:
-                stack.append(iter(ev.messages + later))
-            else:
-                self._route_all(ev.messages + later, now, out)
-            return
-        for m in ev.messages:
-            if m.kind is _REQUEST and self._pending[_AGENT].pop(m.id, None) is not None:
-                self._audit(
-                    out,
-                    "request_dropped",
-                    _AGENT,
-                    sessionId=ev.session_id,
-                    method=m.method,
-                    id=m.id,
-                    reason=f"held: {ev.reason}",
-                )
-                if self._closed[_AGENT] is None:
-                    self._answer(
-                        out,
-                        _AGENT,
-                        m.id,
-                        INVALID_REQUEST,
-                        f"acp-proxy: session {ev.session_id!r} was never announced to the client "
-                        f"({ev.reason}); request dropped",
-                        {"sessionId": ev.session_id, "reason": ev.reason},
-                    )
-                else:
-                    self._n["dropped"] += 1
-            else:  # a notification, or a request already answered when the client left
-                event = "request_dropped" if m.kind is _REQUEST else "notification_dropped"
-                self._drop(out, m, _AGENT, event, f"held: {ev.reason}")
-
-    def _deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
-        """Forwards one agent message the client can know about; returns what it releases."""
-        if m.method == "session/update":
-            p = m.params
-            upd = p.get("update") if p is not None else None
-            if type(upd) is dict:
-                su = upd.get("sessionUpdate")
-                if su == "subagent_update":
-                    return self._subagent_update(m, upd, now, out)
-                if su == "state_update" and self._dedup_on:
-                    assert p is not None
-                    sid = p.get("sessionId")
-                    if type(sid) is str:
-                        channel = ("self", sid)
-                        if self.dedup.is_duplicate(channel, upd):
-                            self._n["duplicates_removed"] += 1
-                            self._drop(
-                                out,
-                                m,
-                                _AGENT,
-                                "duplicate_dropped",
-                                "repeats the last state_update",
-                            )
-                            return []
-                        self.dedup.delivered(channel, upd)
-        self._forward(out, _CLIENT, m.raw)
-        return []
-
-    def _subagent_update(
-        self, m: Message, upd: dict[str, Any], now: float, out: list[Action]
-    ) -> list[Message]:
-        p = m.params
-        assert p is not None
-        parent = p.get("sessionId")
-        view = view_subagent_update(upd)
-        if view is None or type(parent) is not str:
-            self._audit(
-                out,
-                "invalid_subagent_update",
-                _AGENT,
-                sessionId=parent,
-                method=m.method,
-                reason="subagent_update without a string sessionId",
-            )
-            self._forward(out, _CLIENT, m.raw)
-            return []
-        cid = view.session_id
-        reg = self.registry
-        existing = reg.child(cid)
-        data = m.raw
-        if (
-            existing is not None
-            and self._dedup_on
-            and view.state is not UNSET
-            and self.dedup.is_duplicate(("mirror", cid), view.state)
-        ):
-            only_state = (
-                not reg.would_change(view)
-                and not view.malformed
-                and upd.keys() <= _SUBAGENT_KEYS
-                and p.keys() <= {"sessionId", "update"}
-                and m.body.keys() <= {"jsonrpc", "method", "params"}
-            )
-            reg.apply(parent, view, now)
-            if only_state:
-                self._n["duplicates_removed"] += 1
-                self._drop(
-                    out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror"
-                )
-                return []
-            try:
-                body = exact_body(m.raw)
-                del body["params"]["update"]["state"]
-                data = dumps(body, allow_nan=False)
-            except (ValueError, RecursionError):
-                # A number JSON cannot spell back (1e400), or nesting too deep for
-                # the standard library here: forward the original bytes.
-                data = m.raw
-            else:
-                self._n["duplicates_removed"] += 1
-                self._audit(
-                    out,
-                    "duplicate_dropped",
-                    _AGENT,
-                    sessionId=cid,
-                    parentSessionId=parent,
-                    method=m.method,
-                    reason="state field removed: repeats the child's last state mirror",
-                )
-            self._audit(
-                out, "child_updated", _AGENT, sessionId=cid, parentSessionId=existing.parent_id
-            )
-            self._forward(out, _CLIENT, data)
-            return []
-        outcome = reg.apply(parent, view, now)
-        if outcome is UpdateOutcome.REFUSED:
-            limit = self.config.limits.max_children
-            self._drop(out, m, _AGENT, "notification_dropped", f"limits.max_children ({limit})")
-            return []
-        if outcome is UpdateOutcome.INVALID:
-            self._audit(
-                out,
-                "invalid_subagent_update",
-                _AGENT,
-                sessionId=cid,
-                parentSessionId=parent,
-                reason="names the parent itself, an ancestor, or a known ordinary session",
-            )
-            self._forward(out, _CLIENT, data)
-            return []
-        if self._dedup_on and view.state is not UNSET:
-            self.dedup.delivered(("mirror", cid), view.state)
-        child = reg.child(cid)
-        assert child is not None
-        self._forward(out, _CLIENT, data)
-        if outcome is UpdateOutcome.ANNOUNCED:
-            self._audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
-            msgs = self.hold.take(cid)
-            if msgs:
-                self._audit(
-                    out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced"
-                )
-            return msgs
-        self._audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id)
-        return []

@@ -50,7 +50,7 @@ def module_file(name: str) -> Path | None:
 
 def test_scanner_sees_imports() -> None:
     """The scanner finds plain, from- and nested imports (so an empty result means something)."""
-    found = imported_modules(CORE_DIR / "engine.py")
+    found = imported_modules(CORE_DIR / "engine_base.py")
     assert "acp_proxy.config" in found
     assert "acp_proxy.core.jsonrpc" in found
 

@@ -1,0 +1,298 @@
+"""Agent -> client: hold buffer, subagent registry and duplicate state reports.
+
+DESIGN.md section 2. Agent traffic for a session the client cannot know yet is
+held and released, in order, right after the message that makes it known;
+``subagent_update`` patches the registry; repeated state reports are removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from acp_proxy.core.actions import Action, Peer, Report
+from acp_proxy.core.engine_base import EngineBase
+from acp_proxy.core.hold import Evicted
+from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message, dumps, exact_body
+from acp_proxy.core.patch import UNSET
+from acp_proxy.core.registry import UpdateOutcome
+from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
+
+__all__ = ["AgentSide"]
+
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+_REQUEST = Kind.REQUEST
+_NOTIFICATION = Kind.NOTIFICATION
+_SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
+
+
+class AgentSide(EngineBase):
+    """What :class:`~acp_proxy.core.engine.ProxyCore` does with agent messages."""
+
+    def _from_agent(self, m: Message, now: float, out: list[Action]) -> None:
+        if m.kind is _REQUEST:
+            if not self._track(_AGENT, m, out):
+                return
+            if self._closed[_CLIENT] is not None:
+                self._pending[_AGENT].pop(m.id, None)
+                self._answer(
+                    out, _AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[_CLIENT]}"
+                )
+                return
+        elif m.kind is not _NOTIFICATION:
+            self._response(_AGENT, m, now, out)
+            return
+        # Fast path: a message for a session the client knows, releasing nothing.
+        if self._unknown_session(m) is None:
+            released = self._deliver(m, now, out)
+            if released:
+                self._route_all(released, now, out)
+            return
+        self._route_all([m], now, out)
+
+    def _unknown_session(self, m: Message) -> str | None:
+        p = m.params
+        if p is None:
+            return None
+        known = self.registry.known
+        sid = p.get("sessionId")
+        if type(sid) is str and sid not in known:
+            return sid
+        if m.method == "session/update":
+            upd = p.get("update")
+            if type(upd) is dict and upd.get("sessionUpdate") == "session_message":
+                for key in ("senderSessionId", "recipientSessionId"):
+                    v = upd.get(key)
+                    if type(v) is str and v not in known:
+                        return v
+        return None
+
+    def _route_all(self, msgs: list[Message], now: float, out: list[Action]) -> None:
+        """Delivers or holds ``msgs`` in order; messages released by one are
+        delivered right after it (depth first, without recursion)."""
+        stack: list[Iterator[Message]] = [iter(msgs)]
+        while stack:
+            m = next(stack[-1], None)
+            if m is None:
+                stack.pop()
+                continue
+            sid = self._unknown_session(m)
+            if sid is not None:
+                self._hold(sid, m, now, out, stack)
+                continue
+            released = self._deliver(m, now, out)
+            if released:
+                stack.append(iter(released))
+
+    def _hold(
+        self, sid: str, m: Message, now: float, out: list[Action], stack: list[Iterator[Message]]
+    ) -> None:
+        first = sid not in self.hold
+        evicted = self.hold.hold(sid, m, now)
+        if first and sid in self.hold:
+            self._audit(
+                out,
+                "held",
+                _AGENT,
+                sessionId=sid,
+                method=m.method,
+                id=m.id,
+                reason="session not yet known to the client",
+            )
+        for ev in evicted:
+            self._expire(ev, now, out, stack)
+
+    def _release(self, sid: str, now: float, out: list[Action], why: str) -> None:
+        msgs = self.hold.take(sid)
+        if msgs:
+            self._audit(out, "released", _AGENT, sessionId=sid, count=len(msgs), reason=why)
+            self._route_all(msgs, now, out)
+
+    def _expire(
+        self,
+        ev: Evicted,
+        now: float,
+        out: list[Action],
+        stack: list[Iterator[Message]] | None = None,
+    ) -> None:
+        policy = self.config.hold.on_expire
+        why = f"{ev.reason}; {policy}"
+        if ev.reason == "agent_exited" and self._closed[_CLIENT] is not None:
+            policy = "drop"
+            why = f"{ev.reason}; drop (the client is gone too)"
+        self._audit(
+            out,
+            "hold_expired",
+            _AGENT,
+            sessionId=ev.session_id,
+            count=len(ev.messages),
+            reason=why,
+        )
+        if policy == "release":
+            out.append(
+                Report(
+                    "warning",
+                    f"agent traffic for unannounced session {ev.session_id!r} released "
+                    f"({ev.reason}, {len(ev.messages)} messages): protocol violation",
+                )
+            )
+            self.registry.mark_known(ev.session_id, provisional=True)
+            later = self.hold.take(ev.session_id)
+            if stack is not None:
+                stack.append(iter(ev.messages + later))
+            else:
+                self._route_all(ev.messages + later, now, out)
+            return
+        for m in ev.messages:
+            if m.kind is _REQUEST and self._pending[_AGENT].pop(m.id, None) is not None:
+                self._audit(
+                    out,
+                    "request_dropped",
+                    _AGENT,
+                    sessionId=ev.session_id,
+                    method=m.method,
+                    id=m.id,
+                    reason=f"held: {ev.reason}",
+                )
+                if self._closed[_AGENT] is None:
+                    self._answer(
+                        out,
+                        _AGENT,
+                        m.id,
+                        INVALID_REQUEST,
+                        f"acp-proxy: session {ev.session_id!r} was never announced to the client "
+                        f"({ev.reason}); request dropped",
+                        {"sessionId": ev.session_id, "reason": ev.reason},
+                    )
+                else:
+                    self._n["dropped"] += 1
+            else:  # a notification, or a request already answered when the client left
+                event = "request_dropped" if m.kind is _REQUEST else "notification_dropped"
+                self._drop(out, m, _AGENT, event, f"held: {ev.reason}")
+
+    def _deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
+        """Forwards one agent message the client can know about; returns what it releases."""
+        if m.method == "session/update":
+            p = m.params
+            upd = p.get("update") if p is not None else None
+            if type(upd) is dict:
+                su = upd.get("sessionUpdate")
+                if su == "subagent_update":
+                    return self._subagent_update(m, upd, now, out)
+                if su == "state_update" and self._dedup_on:
+                    assert p is not None
+                    sid = p.get("sessionId")
+                    if type(sid) is str:
+                        channel = ("self", sid)
+                        if self.dedup.is_duplicate(channel, upd):
+                            self._n["duplicates_removed"] += 1
+                            self._drop(
+                                out,
+                                m,
+                                _AGENT,
+                                "duplicate_dropped",
+                                "repeats the last state_update",
+                            )
+                            return []
+                        self.dedup.delivered(channel, upd)
+        self._forward(out, _CLIENT, m.raw)
+        return []
+
+    def _subagent_update(
+        self, m: Message, upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message]:
+        p = m.params
+        assert p is not None
+        parent = p.get("sessionId")
+        view = view_subagent_update(upd)
+        if view is None or type(parent) is not str:
+            self._audit(
+                out,
+                "invalid_subagent_update",
+                _AGENT,
+                sessionId=parent,
+                method=m.method,
+                reason="subagent_update without a string sessionId",
+            )
+            self._forward(out, _CLIENT, m.raw)
+            return []
+        cid = view.session_id
+        reg = self.registry
+        existing = reg.child(cid)
+        data = m.raw
+        if (
+            existing is not None
+            and self._dedup_on
+            and view.state is not UNSET
+            and self.dedup.is_duplicate(("mirror", cid), view.state)
+        ):
+            only_state = (
+                not reg.would_change(view)
+                and not view.malformed
+                and upd.keys() <= _SUBAGENT_KEYS
+                and p.keys() <= {"sessionId", "update"}
+                and m.body.keys() <= {"jsonrpc", "method", "params"}
+            )
+            reg.apply(parent, view, now)
+            if only_state:
+                self._n["duplicates_removed"] += 1
+                self._drop(
+                    out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror"
+                )
+                return []
+            try:
+                body = exact_body(m.raw)
+                del body["params"]["update"]["state"]
+                data = dumps(body, allow_nan=False)
+            except (ValueError, RecursionError):
+                # A number JSON cannot spell back (1e400), or nesting too deep for
+                # the standard library here: forward the original bytes.
+                data = m.raw
+            else:
+                self._n["duplicates_removed"] += 1
+                self._audit(
+                    out,
+                    "duplicate_dropped",
+                    _AGENT,
+                    sessionId=cid,
+                    parentSessionId=parent,
+                    method=m.method,
+                    reason="state field removed: repeats the child's last state mirror",
+                )
+            self._audit(
+                out, "child_updated", _AGENT, sessionId=cid, parentSessionId=existing.parent_id
+            )
+            self._forward(out, _CLIENT, data)
+            return []
+        outcome = reg.apply(parent, view, now)
+        if outcome is UpdateOutcome.REFUSED:
+            limit = self.config.limits.max_children
+            self._drop(out, m, _AGENT, "notification_dropped", f"limits.max_children ({limit})")
+            return []
+        if outcome is UpdateOutcome.INVALID:
+            self._audit(
+                out,
+                "invalid_subagent_update",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                reason="names the parent itself, an ancestor, or a known ordinary session",
+            )
+            self._forward(out, _CLIENT, data)
+            return []
+        if self._dedup_on and view.state is not UNSET:
+            self.dedup.delivered(("mirror", cid), view.state)
+        child = reg.child(cid)
+        assert child is not None
+        self._forward(out, _CLIENT, data)
+        if outcome is UpdateOutcome.ANNOUNCED:
+            self._audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
+            msgs = self.hold.take(cid)
+            if msgs:
+                self._audit(
+                    out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced"
+                )
+            return msgs
+        self._audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id)
+        return []
