@@ -116,21 +116,7 @@ class ProxyCore(ClientSide, AgentSide):
         Returns:
             Actions to carry out in order.
         """
-        m = parse(raw)
-        if (
-            m.kind is _NOTIFICATION
-            and source is _AGENT
-            and not m.ambiguous
-            and self._uninspected(m.body)
-        ):
-            return self._forward_fast(m.raw)
-        out: list[Action] = []
-        if m.kind is _BATCH:
-            for item in m.items:
-                self._dispatch(source, item, now, out)
-        else:
-            self._dispatch(source, m, now, out)
-        return out
+        return self._frame(source, raw, now)
 
     def receive_frames(self, source: Peer, frames: list[bytes], now: float) -> list[Action]:
         """Handles several frames from ``source``, in order (same as :meth:`receive` each).
@@ -147,18 +133,7 @@ class ProxyCore(ClientSide, AgentSide):
         Returns:
             Actions to carry out in order.
         """
-        out: list[Action] = []
-        if source is not _AGENT:
-            for raw in frames:
-                out.extend(self.receive(source, raw, now))
-            return out
-        uninspected = self._uninspected
-        for raw in frames:
-            if uninspected(canonical(raw)):
-                out.extend(self._forward_fast(raw))
-            else:
-                out.extend(self.receive(source, raw, now))
-        return out
+        return self._frames(source, frames, now)
 
     def receive_lines(self, source: Peer, lines: Lines, now: float) -> list[Action]:
         """Handles a run of complete lines from ``source`` (same as :meth:`receive_frames`).
@@ -169,9 +144,9 @@ class ProxyCore(ClientSide, AgentSide):
         (:func:`~acp_proxy.core.runs.plain_run`); each stretch of unremarkable
         notifications in it is then forwarded as one
         :class:`~acp_proxy.core.actions.Send` of the original bytes, its
-        messages joined by ``b"\\n"``, and any other line goes through
-        :meth:`receive`, in order. Otherwise the lines are split and handled
-        one by one.
+        messages joined by ``b"\\n"``, and any other line is handled as
+        :meth:`receive` handles it, in order. Otherwise the lines are split
+        and handled one by one.
 
         Args:
             source: the peer that sent them.
@@ -181,20 +156,41 @@ class ProxyCore(ClientSide, AgentSide):
         Returns:
             Actions to carry out in order.
         """
-        data = lines.data
-        if source is _AGENT:
-            envelopes = envelope_run(data)
-            if envelopes is not None:
-                return self._run(data, envelopes, self._envelope_uninspected, now)
-            bodies = plain_run(data)
-            if bodies is not None:
-                return self._run(data, bodies, self._uninspected, now)
-        return self.receive_frames(source, lines.frames(), now)
+        out = self._run(lines.data, now) if source is _AGENT else None
+        return self._frames(source, lines.frames(), now) if out is None else out
 
-    def _run(
-        self, data: bytes, items: list[Any], uninspected: Callable[[Any], bool], now: float
-    ) -> list[Action]:
-        """An agent run, one decoded item per line: plain stretches whole, the rest one by one."""
+    # Every decoder (parse, canonical, envelope_run, plain_run) is called exactly
+    # two Python frames below the public entry point (entry -> worker -> decoder).
+    # msgspec and json count nesting against the recursion limit from the
+    # caller's depth: equal depths give a frame nested near that limit the same
+    # verdict whichever path (and read boundaries) it comes through.
+
+    def _frame(self, source: Peer, raw: bytes, now: float) -> list[Action]:
+        return self._message(source, parse(raw), now)
+
+    def _frames(self, source: Peer, frames: list[bytes], now: float) -> list[Action]:
+        out: list[Action] = []
+        if source is not _AGENT:
+            for raw in frames:
+                out.extend(self._message(source, parse(raw), now))
+            return out
+        uninspected = self._uninspected
+        for raw in frames:
+            if uninspected(canonical(raw)):
+                out.extend(self._forward_fast(raw))
+            else:
+                out.extend(self._message(source, parse(raw), now))
+        return out
+
+    def _run(self, data: bytes, now: float) -> list[Action] | None:
+        """An agent run decoded at once, or ``None`` when it cannot be (one item per line)."""
+        items: list[Any] | None = envelope_run(data)
+        uninspected: Callable[[Any], bool] = self._envelope_uninspected
+        if items is None:
+            items = plain_run(data)
+            uninspected = self._uninspected
+            if items is None:
+                return None
         out: list[Action] = []
         frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
@@ -205,12 +201,29 @@ class ProxyCore(ClientSide, AgentSide):
                 frames = data.split(b"\n")  # one line per item
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
-            out.extend(self.receive(_AGENT, frames[j], now))
+            out.extend(self._message(_AGENT, parse(frames[j]), now))
             start = j + 1
         if not frames:
             return self._forward_fast(data, len(items))
         if start < len(frames):
             out.extend(self._forward_fast(b"\n".join(frames[start:]), len(frames) - start))
+        return out
+
+    def _message(self, source: Peer, m: Message, now: float) -> list[Action]:
+        """One parsed frame (a message, or a batch of them) from ``source``."""
+        if (
+            m.kind is _NOTIFICATION
+            and source is _AGENT
+            and not m.ambiguous
+            and self._uninspected(m.body)
+        ):
+            return self._forward_fast(m.raw)
+        out: list[Action] = []
+        if m.kind is _BATCH:
+            for item in m.items:
+                self._dispatch(source, item, now, out)
+        else:
+            self._dispatch(source, m, now, out)
         return out
 
     def _envelope_uninspected(self, env: Envelope) -> bool:

@@ -22,7 +22,9 @@ from corekit import (
     update,
 )
 
+from acp_proxy.core.actions import Send
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.framing import Lines
 
 
 def _core_with_child() -> ProxyCore:
@@ -179,3 +181,54 @@ def test_a_recursion_error_inside_the_engine_refuses_the_message(monkeypatch: An
     assert sends(out) == []
     assert [a.event for a in audits(out)] == ["invalid_message"]
     assert_accounting(core)
+
+
+def _one_send_per_message(actions: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for a in actions:
+        if isinstance(a, Send):
+            out.extend(Send(a.to, p) for p in a.data.split(b"\n"))
+        else:
+            out.append(a)
+    return out
+
+
+def test_a_frame_nested_near_the_limit_gets_one_verdict_on_every_path() -> None:
+    """Whatever path and neighbours a deep frame comes with, its verdict is the same.
+
+    The decoders count nesting from the caller's stack depth: every path must
+    call them at the same depth, or a frame nested near the limit would be
+    forwarded on one path and refused on another (found by a hostile review).
+    """
+    other = update("S", {"sessionUpdate": "agent_message_chunk"})
+    spaced = b'{"jsonrpc": "2.0", "method": "n"}'
+    for extra in (0, 37):
+        for depth in range(850, 1000):
+            deep = _nested(depth)
+            for frame in (
+                update("S", {"sessionUpdate": "x"})[:-2] + f',"c":{deep}}}}}'.encode(),
+                update("U", {"sessionUpdate": "x"})[:-2] + f',"c":{deep}}}}}'.encode(),
+                update("S", {"sessionUpdate": "x"})[:-3] + f',"c":{deep}}}}}}}'.encode(),
+                f'{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{deep}}}}}'.encode(),
+            ):
+                for data in (frame, frame + b"\n" + other, frame + b"\n" + spaced):
+                    lines = Lines(data)
+
+                    def per_frame(core: ProxyCore, lines: Lines = lines) -> list[Any]:
+                        out = []  # a loop, not a comprehension (its own stack frame)
+                        for f in lines.frames():
+                            out.extend(core.receive(AGENT, f, 0.0))
+                        return out
+
+                    results = []
+                    for path in (
+                        per_frame,
+                        lambda c, lines=lines: c.receive_frames(AGENT, lines.frames(), 0.0),
+                        lambda c, lines=lines: c.receive_lines(AGENT, lines, 0.0),
+                    ):
+                        core = ProxyCore()
+                        open_session(core, "S")
+                        out = _at_stack_depth(extra, partial(path, core))
+                        results.append((_one_send_per_message(out), core.statistics()))
+                    assert results[1] == results[0], (extra, depth, data[:60])
+                    assert results[2] == results[0], (extra, depth, data[:60])
