@@ -97,3 +97,14 @@ def open_session(core: ProxyCore, session_id: str, now: float = 0.0) -> list[Act
     out = core.receive(CLIENT, req(rid, "session/new", {"cwd": "/", "mcpServers": []}), now)
     assert sends(out, AGENT), out
     return core.receive(AGENT, resp(rid, {"sessionId": session_id}), now)
+
+
+def one_send_per_message(actions: list[Action]) -> list[Action]:
+    """Actions with each Send of a joined run split into one Send per message."""
+    out: list[Action] = []
+    for a in actions:
+        if isinstance(a, Send):
+            out.extend(Send(a.to, part) for part in a.data.split(b"\n"))
+        else:
+            out.append(a)
+    return out

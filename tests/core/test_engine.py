@@ -16,6 +16,7 @@ from corekit import (
     enc,
     events,
     notif,
+    one_send_per_message,
     open_session,
     reports,
     req,
@@ -653,17 +654,6 @@ def test_receive_frames_equals_receive_one_by_one(data: st.DataObject) -> None:
     assert many.statistics() == one.statistics()
 
 
-def _one_send_per_message(actions: list[Any]) -> list[Any]:
-    """Actions with each Send of a joined run split into one Send per message."""
-    out: list[Any] = []
-    for a in actions:
-        if isinstance(a, Send):
-            out.extend(Send(a.to, part) for part in a.data.split(b"\n"))
-        else:
-            out.append(a)
-    return out
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     frames=st.lists(
@@ -688,7 +678,7 @@ def _assert_run_equals_per_frame(source: Any, lines: Lines) -> None:
     expected: list[Any] = []
     for raw in lines.frames():
         expected.extend(one.receive(source, raw, 1.0))
-    assert _one_send_per_message(many.receive_lines(source, lines, 1.0)) == expected
+    assert one_send_per_message(many.receive_lines(source, lines, 1.0)) == expected
     assert many.statistics() == one.statistics()
 
 
@@ -723,7 +713,7 @@ def test_receive_lines_holds_an_unknown_child_between_plain_stretches() -> None:
         {"sessionId": "S", "update": {"sessionUpdate": "subagent_update", "sessionId": "K"}},
     )
     out = core.receive_lines(AGENT, Lines(b"\n".join([plain, plain, early, announce, plain])), 0.0)
-    assert _one_send_per_message([a for a in out if isinstance(a, Send)]) == [
+    assert one_send_per_message([a for a in out if isinstance(a, Send)]) == [
         Send(CLIENT, plain),
         Send(CLIENT, plain),
         Send(CLIENT, announce),

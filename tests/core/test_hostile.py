@@ -16,13 +16,13 @@ from corekit import (
     enc,
     events,
     notif,
+    one_send_per_message,
     open_session,
     req,
     sends,
     update,
 )
 
-from acp_proxy.core.actions import Send
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.framing import Lines
 
@@ -183,16 +183,6 @@ def test_a_recursion_error_inside_the_engine_refuses_the_message(monkeypatch: An
     assert_accounting(core)
 
 
-def _one_send_per_message(actions: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for a in actions:
-        if isinstance(a, Send):
-            out.extend(Send(a.to, p) for p in a.data.split(b"\n"))
-        else:
-            out.append(a)
-    return out
-
-
 def test_a_frame_nested_near_the_limit_gets_one_verdict_on_every_path() -> None:
     """Whatever path and neighbours a deep frame comes with, its verdict is the same.
 
@@ -229,6 +219,6 @@ def test_a_frame_nested_near_the_limit_gets_one_verdict_on_every_path() -> None:
                         core = ProxyCore()
                         open_session(core, "S")
                         out = _at_stack_depth(extra, partial(path, core))
-                        results.append((_one_send_per_message(out), core.statistics()))
+                        results.append((one_send_per_message(out), core.statistics()))
                     assert results[1] == results[0], (extra, depth, data[:60])
                     assert results[2] == results[0], (extra, depth, data[:60])
