@@ -661,12 +661,12 @@ def parser_comparison(number: int) -> dict[str, dict[str, float]]:
     ``json`` / ``orjson`` / ``msgspec``: a generic decode to Python objects.
     ``msgspec_struct``: msgspec decoding only the fields the proxy decides on
     (unknown fields are skipped). ``dup_guard``: the duplicate-key pre-check
-    :func:`acp_proxy.core.jsonrpc._maybe_duplicated`. ``parse``: the proxy's
+    :func:`acp_proxy.core.guard.maybe_duplicated`. ``parse``: the proxy's
     whole :func:`acp_proxy.core.jsonrpc.parse`.
     """
     import msgspec
 
-    from acp_proxy.core import jsonrpc
+    from acp_proxy.core import guard, jsonrpc
 
     decoders: dict[str, Callable[[bytes], Any]] = {"json": json.loads}
     try:
@@ -689,7 +689,7 @@ def parser_comparison(number: int) -> dict[str, dict[str, float]]:
     )
     decoders["msgspec"] = msgspec.json.Decoder().decode
     decoders["msgspec_struct"] = msgspec.json.Decoder(envelope).decode
-    decoders["dup_guard"] = jsonrpc._maybe_duplicated
+    decoders["dup_guard"] = guard.maybe_duplicated
     decoders["parse"] = jsonrpc.parse
     out: dict[str, dict[str, float]] = {}
     for label, size in (("1k", 1024), ("200b", 200)):

@@ -6,7 +6,7 @@ what the proxy's decisions need: kind, ``id``, ``method``, ``params``.
 
 Parser-differential guard: a message whose decision fields are ambiguous
 (a duplicated decision key in the top-level object, in ``params`` or in
-``params.update``, see ``_DECISION_KEYS``) is flagged ``ambiguous`` so the
+``params.update``, see :mod:`~acp_proxy.core.guard`) is flagged ``ambiguous`` so the
 policy can refuse it rather than forward something the peer may read
 differently. Other duplicate keys are content: the verdict must not depend on
 which decoder happened to read the frame. The official Python SDK validates
@@ -25,11 +25,22 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+
+from acp_proxy.core.guard import (
+    SNAKE_CASE_REASON,
+    SNAKE_PARAMS_KEY,
+    SNAKE_UPDATE_KEYS,
+    ambiguous,
+    exact_body,
+    has_any_dups,
+    maybe_duplicated,
+    snake_case,
+    strict_loads,
+)
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -141,141 +152,10 @@ class Message:
         )
 
 
-class _DupDict(dict[str, Any]):
-    """A JSON object in which some key occurred more than once."""
-
-    dups: set[str]
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    d: dict[str, Any] = {}
-    dups: set[str] | None = None
-    for k, v in pairs:
-        if k in d:
-            if dups is None:
-                dups = set()
-            dups.add(k)
-        d[k] = v
-    if dups is None:
-        return d
-    dd = _DupDict(d)
-    dd.dups = dups
-    return dd
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
 _fast_loads = _DECODER.decode
 _fast_dumps = _ENCODER.encode
-
-
-def _strict_loads(raw: bytes) -> Any:
-    return json.loads(raw, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
-
-
-def exact_body(raw: bytes) -> Any:
-    """Decodes ``raw`` with the exact (stdlib) decoder, keeping big integers.
-
-    Args:
-        raw: one JSON text, UTF-8.
-
-    Returns:
-        The decoded value (later duplicate keys win).
-
-    Raises:
-        ValueError: if ``raw`` is not valid JSON.
-        RecursionError: if it nests too deeply.
-    """
-    return json.loads(raw, parse_constant=_reject_constant)
-
-
-# Keys the proxy makes decisions on. A frame in which one of these literals
-# occurs twice, or which contains a \u escape (a key could hide behind it),
-# is re-parsed with duplicate detection.
-_DECISION_LITERALS = (
-    b'"method"',
-    b'"id"',
-    b'"params"',
-    b'"jsonrpc"',
-    b'"result"',
-    b'"error"',
-    b'"sessionId"',
-    b'"update"',
-    b'"sessionUpdate"',
-    b'"state"',
-    b'"capabilities"',
-    b'"senderSessionId"',
-    b'"recipientSessionId"',
-)
-
-# Decision keys per level: top-level object, ``params``, ``params.update``.
-_DECISION_KEYS = (
-    frozenset({"jsonrpc", "method", "id", "params", "result", "error"}),
-    frozenset({"sessionId", "update"}),
-    frozenset(
-        {
-            "sessionUpdate",
-            "sessionId",
-            "state",
-            "capabilities",
-            "senderSessionId",
-            "recipientSessionId",
-        }
-    ),
-)
-
-
-# One pass finds every occurrence of every literal. In JSON that msgspec has
-# accepted, an unescaped '"' always delimits a string, so each match is a whole
-# string token and matches never overlap: the counts equal ``raw.count(lit)``.
-_DECISION_RE = re.compile(
-    b'"(?:' + b"|".join(re.escape(lit[1:-1]) for lit in _DECISION_LITERALS) + b')"'
-)
-
-
-def _maybe_duplicated(raw: bytes) -> bool:
-    if b"\\" in raw and b"\\u" in raw:  # memchr first: most frames have no escape
-        return True
-    found = _DECISION_RE.findall(raw)
-    return len(found) != len(set(found))
-
-
-def _has_dups(obj: Any, keys: frozenset[str]) -> bool:
-    return isinstance(obj, _DupDict) and not obj.dups.isdisjoint(keys)
-
-
-def _ambiguous(body: dict[str, Any]) -> bool:
-    top, in_params, in_update = _DECISION_KEYS
-    if _has_dups(body, top):
-        return True
-    params = body.get("params")
-    if isinstance(params, dict):
-        if _has_dups(params, in_params):
-            return True
-        update = params.get("update")
-        if isinstance(update, dict) and _has_dups(update, in_update):
-            return True
-    return False
-
-
-# snake_case spellings that pydantic peers (populate_by_name) read as decision
-# keys: in ``params`` (only "session_id") and in ``params.update``.
-SNAKE_PARAMS_KEY = "session_id"
-SNAKE_UPDATE_KEYS = frozenset(
-    {"session_update", "session_id", "sender_session_id", "recipient_session_id"}
-)
-SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_update, ...)"
-
-
-def _snake_case(params: dict[str, Any]) -> bool:
-    if SNAKE_PARAMS_KEY in params:
-        return True
-    update = params.get("update")
-    return isinstance(update, dict) and not SNAKE_UPDATE_KEYS.isdisjoint(update)
 
 
 def _valid_id(v: Any) -> bool:
@@ -353,7 +233,7 @@ def classify(raw: bytes, body: Any) -> Message:
                 m = Message(raw, _REQUEST, body, rid, method, params)
             else:
                 m = Message(raw, _INVALID, body, None, method, params)
-            if params is not None and method[:1] != "_" and _snake_case(params):
+            if params is not None and method[:1] != "_" and snake_case(params):
                 m.ambiguous = True
                 m.reason = SNAKE_CASE_REASON
             if m.kind is _INVALID:
@@ -381,7 +261,7 @@ def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> 
             return m
         m.method = method
         m.params = params if isinstance(params, dict) else None
-        if m.params is not None and not method.startswith("_") and _snake_case(m.params):
+        if m.params is not None and not method.startswith("_") and snake_case(m.params):
             m.ambiguous = True
             m.reason = SNAKE_CASE_REASON
         if rid is _MISSING:
@@ -439,7 +319,7 @@ def parse(raw: bytes) -> Message:
     # A frame that is exactly the compact encoding of what it decodes to cannot
     # repeat a key (the encoder writes each key of a dict once) nor escape one:
     # the common case (the SDKs write compact JSON) skips the slower guard.
-    if _fast_dumps(body) != raw and _maybe_duplicated(raw):
+    if _fast_dumps(body) != raw and maybe_duplicated(raw):
         return _parse_strict(raw)
     return classify(raw, body)
 
@@ -464,22 +344,22 @@ def _parse_strict(raw: bytes) -> Message:
     """:func:`parse` with the standard library, detecting duplicate keys."""
     body: Any
     try:
-        body = _strict_loads(raw)
+        body = strict_loads(raw)
     except (ValueError, RecursionError) as exc:
         m = Message(raw, _INVALID, None)
         m.parse_error = True
         m.reason = f"not valid JSON: {_short(str(exc))}"
         return m
-    if isinstance(body, dict) and _ambiguous(body):
+    if isinstance(body, dict) and ambiguous(body):
         m = classify(raw, body)  # refused anyway; its body tells which keys repeat
         m.ambiguous = True
         return m
     # Decide on plain dicts: the duplicate-recording subclass must never reach
     # the engine, whose shape checks are exact (`type(x) is dict`).
     ambiguous_items = (
-        [isinstance(e, dict) and _ambiguous(e) for e in body] if isinstance(body, list) else []
+        [isinstance(e, dict) and ambiguous(e) for e in body] if isinstance(body, list) else []
     )
-    if _has_any_dups(body):
+    if has_any_dups(body):
         body = exact_body(raw)
     m = classify(raw, body)
     if m.kind is _BATCH:
@@ -487,20 +367,6 @@ def _parse_strict(raw: bytes) -> Message:
             if flag:
                 item.ambiguous = True
     return m
-
-
-def _has_any_dups(value: Any) -> bool:
-    """True when a ``_DupDict`` occurs anywhere in ``value`` (iterative walk)."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            if isinstance(v, _DupDict):
-                return True
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
 
 
 def _short(text: str, limit: int = 120) -> str:
