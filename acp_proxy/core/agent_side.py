@@ -12,19 +12,26 @@ from typing import Any
 
 from acp_proxy.core.actions import Action, Peer, Report
 from acp_proxy.core.engine_base import EngineBase
+from acp_proxy.core.guard import nested_deeper_than
 from acp_proxy.core.hold import Evicted
 from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message, dumps, exact_body
 from acp_proxy.core.patch import UNSET
 from acp_proxy.core.registry import UpdateOutcome
 from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
 
-__all__ = ["AgentSide"]
+__all__ = ["MAX_HELD_NESTING", "AgentSide"]
 
 _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
 _REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
+
+#: Deepest nesting of a message that may be held. Held messages keep only their
+#: bytes and are parsed again on release, further down the stack than where they
+#: arrived; this bound keeps that second parse (and everything after it) far from
+#: the recursion limit, so release gives the verdict arrival would have.
+MAX_HELD_NESTING = 200
 
 
 class AgentSide(EngineBase):
@@ -77,17 +84,59 @@ class AgentSide(EngineBase):
             if m is None:
                 stack.pop()
                 continue
-            sid = self._unknown_session(m)
-            if sid is not None:
-                self._hold(sid, m, now, out, stack)
+            open_before = self._unsettled()
+            try:
+                sid = self._unknown_session(m)
+                if sid is not None:
+                    self._hold(sid, m, now, out, stack)
+                    continue
+                released = self._deliver(m, now, out)
+            except RecursionError:
+                # Defense in depth, per message: the ones it released or that
+                # follow it are still delivered.
+                if self._unsettled() >= open_before:
+                    self._refuse(m, out, "nested too deeply to inspect")
                 continue
-            released = self._deliver(m, now, out)
             if released:
                 stack.append(iter(released))
+
+    def _refuse(self, m: Message, out: list[Action], reason: str) -> None:
+        """Refuses one agent message: a request is answered (and audited), the rest dropped."""
+        out.append(Report("warning", f"agent sent a message {reason}, refused"))
+        if not self._drop_request(m, out, m.session_id, reason, f"acp-proxy: {reason}"):
+            self._drop(out, m, _AGENT, "invalid_message", reason)
+
+    def _drop_request(
+        self,
+        m: Message,
+        out: list[Action],
+        sid: Any,
+        reason: str,
+        message: str,
+        data: Any = None,
+    ) -> bool:
+        """Drops an agent request still in flight, answering the agent if it is there.
+
+        Returns:
+            False when ``m`` is not such a request (nothing done).
+        """
+        if m.kind is not _REQUEST or self._pending[_AGENT].pop(m.id, None) is None:
+            return False
+        self._audit(
+            out, "request_dropped", _AGENT, sessionId=sid, method=m.method, id=m.id, reason=reason
+        )
+        if self._closed[_AGENT] is None:
+            self._answer(out, _AGENT, m.id, INVALID_REQUEST, message, data)
+        else:
+            self._n["dropped"] += 1
+        return True
 
     def _hold(
         self, sid: str, m: Message, now: float, out: list[Action], stack: list[Iterator[Message]]
     ) -> None:
+        if nested_deeper_than(m.body, MAX_HELD_NESTING):
+            self._refuse(m, out, f"nested deeper than {MAX_HELD_NESTING} levels, too deep to hold")
+            return
         first = sid not in self.hold
         evicted = self.hold.hold(sid, m, now)
         if first and sid in self.hold:
@@ -145,29 +194,15 @@ class AgentSide(EngineBase):
                 self._route_all(ev.messages + later, now, out)
             return
         for m in ev.messages:
-            if m.kind is _REQUEST and self._pending[_AGENT].pop(m.id, None) is not None:
-                self._audit(
-                    out,
-                    "request_dropped",
-                    _AGENT,
-                    sessionId=ev.session_id,
-                    method=m.method,
-                    id=m.id,
-                    reason=f"held: {ev.reason}",
-                )
-                if self._closed[_AGENT] is None:
-                    self._answer(
-                        out,
-                        _AGENT,
-                        m.id,
-                        INVALID_REQUEST,
-                        f"acp-proxy: session {ev.session_id!r} was never announced to the client "
-                        f"({ev.reason}); request dropped",
-                        {"sessionId": ev.session_id, "reason": ev.reason},
-                    )
-                else:
-                    self._n["dropped"] += 1
-            else:  # a notification, or a request already answered when the client left
+            if not self._drop_request(
+                m,
+                out,
+                ev.session_id,
+                f"held: {ev.reason}",
+                f"acp-proxy: session {ev.session_id!r} was never announced to the client "
+                f"({ev.reason}); request dropped",
+                {"sessionId": ev.session_id, "reason": ev.reason},
+            ):  # a notification, or a request already answered when the client left
                 event = "request_dropped" if m.kind is _REQUEST else "notification_dropped"
                 self._drop(out, m, _AGENT, event, f"held: {ev.reason}")
 

@@ -21,11 +21,10 @@ from acp_proxy.core.actions import Action, Peer, Report, Send
 from acp_proxy.core.agent_side import AgentSide
 from acp_proxy.core.client_side import ClientSide
 from acp_proxy.core.framing import Lines
+from acp_proxy.core.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS
 from acp_proxy.core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    SNAKE_PARAMS_KEY,
-    SNAKE_UPDATE_KEYS,
     Kind,
     Message,
     canonical,
@@ -43,7 +42,7 @@ _REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
 _BATCH = Kind.BATCH
 _INVALID = Kind.INVALID
-# sessionUpdate values that need more than forwarding (see AgentSide._deliver).
+# sessionUpdate values that need more than forwarding (AgentSide._unknown_session, _deliver).
 _INSPECTED_UPDATES = frozenset({"session_message", "subagent_update", "state_update"})
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
 
@@ -159,11 +158,13 @@ class ProxyCore(ClientSide, AgentSide):
         out = self._run(lines.data, now) if source is _AGENT else None
         return self._frames(source, lines.frames(), now) if out is None else out
 
-    # Every decoder (parse, canonical, envelope_run, plain_run) is called exactly
-    # two Python frames below the public entry point (entry -> worker -> decoder).
-    # msgspec and json count nesting against the recursion limit from the
-    # caller's depth: equal depths give a frame nested near that limit the same
-    # verdict whichever path (and read boundaries) it comes through.
+    # Every whole-frame decoder (parse, canonical, envelope_run, plain_run) is
+    # called exactly two Python frames below the public entry point (entry ->
+    # worker -> decoder). msgspec and json count nesting against the recursion
+    # limit from the caller's depth: equal depths give a frame nested near that
+    # limit the same verdict whichever path (and read boundaries) it comes
+    # through. Held messages are parsed again on release, deeper; only messages
+    # nested at most agent_side.MAX_HELD_NESTING deep are held, far from the limit.
 
     def _frame(self, source: Peer, raw: bytes, now: float) -> list[Action]:
         return self._message(source, parse(raw), now)

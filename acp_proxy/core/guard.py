@@ -28,6 +28,7 @@ __all__ = [
     "exact_body",
     "has_any_dups",
     "maybe_duplicated",
+    "nested_deeper_than",
     "snake_case",
     "strict_loads",
 ]
@@ -60,6 +61,15 @@ def _reject_constant(name: str) -> Any:
 
 
 def strict_loads(raw: bytes) -> Any:
+    """Decodes ``raw`` with the standard library, recording repeated keys.
+
+    An object in which a key occurred more than once comes back as a dict
+    subclass whose ``dups`` names those keys (later values win).
+
+    Raises:
+        ValueError: not valid JSON (``NaN`` / ``Infinity`` included).
+        RecursionError: nested too deeply for the current stack.
+    """
     return json.loads(raw, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
 
 
@@ -124,6 +134,11 @@ _DECISION_RE = re.compile(
 
 
 def maybe_duplicated(raw: bytes) -> bool:
+    """False proves ``raw`` (JSON msgspec accepted) repeats and escapes no decision key.
+
+    One regex pass counts every decision-key literal; any ``\\u`` escape counts
+    as a possible hidden key. True means "decode with :func:`strict_loads`".
+    """
     if b"\\" in raw and b"\\u" in raw:  # memchr first: most frames have no escape
         return True
     found = _DECISION_RE.findall(raw)
@@ -135,6 +150,7 @@ def _has_dups(obj: Any, keys: frozenset[str]) -> bool:
 
 
 def ambiguous(body: dict[str, Any]) -> bool:
+    """True when a decision key repeats at its level (from :func:`strict_loads` output)."""
     top, in_params, in_update = _DECISION_KEYS
     if _has_dups(body, top):
         return True
@@ -158,10 +174,31 @@ SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_
 
 
 def snake_case(params: dict[str, Any]) -> bool:
+    """True when ``params`` or ``params.update`` spells a decision key in snake_case."""
     if SNAKE_PARAMS_KEY in params:
         return True
     update = params.get("update")
     return isinstance(update, dict) and not SNAKE_UPDATE_KEYS.isdisjoint(update)
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """True when the decoded JSON ``value`` nests objects/arrays more than ``limit`` deep.
+
+    Iterative (never exhausts the stack); stops as soon as the limit is passed.
+    """
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            children: Any = v.values()
+        elif isinstance(v, list):
+            children = v
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False
 
 
 def has_any_dups(value: Any) -> bool:

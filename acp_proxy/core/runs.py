@@ -100,19 +100,16 @@ def envelope_run(data: bytes) -> list[Envelope] | None:
     # Raw values are skipped without converting numbers: one long enough to
     # hold an integer past Python's digit limit must pass the full decoder,
     # as it would on the frame-by-frame path (which refuses such a number).
+    long_value = sys.get_int_max_str_digits() or 1 << 62  # 0 means no limit
     for env in envelopes:
         params = env.params
         meta = params.meta
-        if type(meta) is msgspec.Raw and len(meta) > _LONG_VALUE and not _decodes(meta):
+        if type(meta) is msgspec.Raw and len(meta) > long_value and not _decodes(meta):
             return None
         for value in params.update.values():
-            if len(value) > _LONG_VALUE and not _decodes(value):
+            if len(value) > long_value and not _decodes(value):
                 return None
     return envelopes
-
-
-#: longest raw value that cannot hold an integer over Python's digit limit
-_LONG_VALUE = sys.get_int_max_str_digits() or 1 << 62
 
 
 def _decodes(value: msgspec.Raw) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Any
 
@@ -18,11 +19,13 @@ from corekit import (
     notif,
     one_send_per_message,
     open_session,
+    reports,
     req,
     sends,
     update,
 )
 
+from acp_proxy.core.agent_side import MAX_HELD_NESTING
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.framing import Lines
 
@@ -222,3 +225,55 @@ def test_a_frame_nested_near_the_limit_gets_one_verdict_on_every_path() -> None:
                         results.append((one_send_per_message(out), core.statistics()))
                     assert results[1] == results[0], (extra, depth, data[:60])
                     assert results[2] == results[0], (extra, depth, data[:60])
+
+
+def _deep_chunk(session_id: str, depth: int) -> bytes:
+    """A session/update nesting ``depth`` levels in all (top, params and update count 3)."""
+    inner = _nested(depth - 3)
+    return update(session_id, {"sessionUpdate": "x"})[:-3] + f',"c":{inner}}}}}}}'.encode()
+
+
+def test_only_messages_nested_at_most_the_hold_bound_are_held() -> None:
+    """Held traffic is parsed again on release, deeper: deeper messages are refused up front."""
+    core = ProxyCore()
+    open_session(core, "P")
+    at_bound = _deep_chunk("K", MAX_HELD_NESTING)
+    too_deep = _deep_chunk("K", MAX_HELD_NESTING + 1)
+    request = req(9, "fs/read_text_file", {"sessionId": "K", "x": json.loads(_nested(300))})
+    assert events(core.receive(AGENT, at_bound, 0.0)) == ["held"]
+    out = core.receive(AGENT, too_deep, 0.0)
+    assert sends(out) == []
+    assert [r.text for r in reports(out)] == [
+        "agent sent a message nested deeper than 200 levels, too deep to hold, refused"
+    ]
+    assert events(out) == ["invalid_message"]
+    out = core.receive(AGENT, request, 0.0)
+    [answer] = sends(out, AGENT)
+    assert decoded(answer)["id"] == 9
+    assert events(out) == ["request_dropped"]
+    assert core.pending_requests(AGENT) == 0
+    out = core.receive(AGENT, announce("P", "K"), 0.0)
+    assert sends(out, CLIENT)[1:] == [at_bound]  # released intact, right after
+    assert_accounting(core)
+
+
+def test_a_recursion_error_while_releasing_costs_only_that_message(monkeypatch: Any) -> None:
+    """The announcement and the other released messages still go out, counted once."""
+    core = ProxyCore()
+    open_session(core, "S")
+    held = [announce("G", "H"), chunk("G", "a"), chunk("G", "b")]
+    for frame in held:
+        core.receive(AGENT, frame, 0.0)
+    apply = core.registry.apply
+
+    def apply_or_fail(parent: str, view: Any, now: float) -> Any:
+        if view.session_id == "H":
+            raise RecursionError("maximum recursion depth exceeded")
+        return apply(parent, view, now)
+
+    monkeypatch.setattr(core.registry, "apply", apply_or_fail)
+    release = announce("S", "G")
+    out = core.receive(AGENT, release, 0.0)
+    assert sends(out, CLIENT) == [release, held[1], held[2]]
+    assert events(out).count("invalid_message") == 1
+    assert_accounting(core)
