@@ -10,21 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from acp_proxy.core.actions import Action, Peer, Report
-from acp_proxy.core.engine_base import EngineBase
+from acp_proxy.core.actions import Action, Report
+from acp_proxy.core.engine_base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
 from acp_proxy.core.guard import nested_deeper_than
 from acp_proxy.core.hold import Evicted
-from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message, dumps, exact_body
+from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message, dumps, exact_body
 from acp_proxy.core.patch import UNSET
 from acp_proxy.core.registry import UpdateOutcome
 from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
 
 __all__ = ["MAX_HELD_NESTING", "AgentSide"]
 
-_CLIENT = Peer.CLIENT
-_AGENT = Peer.AGENT
-_REQUEST = Kind.REQUEST
-_NOTIFICATION = Kind.NOTIFICATION
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
 
 #: Deepest nesting of a message that may be held. Held messages keep only their

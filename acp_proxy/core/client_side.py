@@ -8,17 +8,13 @@ tracked and forwarded byte for byte.
 
 from __future__ import annotations
 
-from acp_proxy.core.actions import Action, Peer
-from acp_proxy.core.engine_base import EngineBase
-from acp_proxy.core.jsonrpc import INTERNAL_ERROR, Kind, Message
+from acp_proxy.core.actions import Action
+from acp_proxy.core.engine_base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
+from acp_proxy.core.jsonrpc import INTERNAL_ERROR, Message
 from acp_proxy.core.policy import check_mutation
 
 __all__ = ["ClientSide"]
 
-_CLIENT = Peer.CLIENT
-_AGENT = Peer.AGENT
-_REQUEST = Kind.REQUEST
-_NOTIFICATION = Kind.NOTIFICATION
 _OPENS_SESSION = frozenset({"session/load", "session/resume"})
 
 

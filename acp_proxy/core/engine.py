@@ -20,12 +20,12 @@ import attrs
 from acp_proxy.core.actions import Action, Peer, Report, Send
 from acp_proxy.core.agent_side import AgentSide
 from acp_proxy.core.client_side import ClientSide
+from acp_proxy.core.engine_base import _AGENT, _BATCH, _CLIENT, _INVALID, _NOTIFICATION, _REQUEST
 from acp_proxy.core.framing import Lines
 from acp_proxy.core.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS
 from acp_proxy.core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    Kind,
     Message,
     canonical,
     error_frame,
@@ -35,13 +35,6 @@ from acp_proxy.core.runs import Envelope, envelope_run, plain_run, update_kind
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
-# Enum members as module globals: ``Kind.X`` / ``Peer.X`` are slow attribute lookups.
-_CLIENT = Peer.CLIENT
-_AGENT = Peer.AGENT
-_REQUEST = Kind.REQUEST
-_NOTIFICATION = Kind.NOTIFICATION
-_BATCH = Kind.BATCH
-_INVALID = Kind.INVALID
 # sessionUpdate values that need more than forwarding (AgentSide._unknown_session, _deliver).
 _INSPECTED_UPDATES = frozenset({"session_message", "subagent_update", "state_update"})
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})

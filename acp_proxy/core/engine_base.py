@@ -22,11 +22,15 @@ from acp_proxy.core.registry import Registry
 
 __all__ = ["EngineBase"]
 
+# Enum members as module globals (``Kind.X`` / ``Peer.X`` are slow attribute
+# lookups), imported by the other engine modules.
 _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
 _REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
 _RESPONSE = Kind.RESPONSE
+_BATCH = Kind.BATCH
+_INVALID = Kind.INVALID
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
 _MISSING: Any = object()
 
