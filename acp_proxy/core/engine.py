@@ -402,8 +402,12 @@ class ProxyCore(ClientSide, AgentSide):
             if self._unsettled() < open_before:
                 return  # it was already forwarded, answered, dropped or held
             reason = "nested too deeply to inspect"
-            out.append(Report("warning", f"{source.value} sent a message {reason}, refused"))
-            if source is _CLIENT and m.kind is _REQUEST:
+            if source is _AGENT:
+                self._refuse(m, out, reason)  # answers an agent request in flight
+                return
+            out.append(Report("warning", f"client sent a message {reason}, refused"))
+            if m.kind is _REQUEST:
+                self._pending[_CLIENT].pop(m.id, None)  # it never reaches the agent
                 self._audit(out, "invalid_message", source, id=m.id, reason=reason)
                 self._answer(out, _CLIENT, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
             else:

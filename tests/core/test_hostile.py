@@ -277,3 +277,34 @@ def test_a_recursion_error_while_releasing_costs_only_that_message(monkeypatch: 
     assert sends(out, CLIENT) == [release, held[1], held[2]]
     assert events(out).count("invalid_message") == 1
     assert_accounting(core)
+
+
+def test_a_recursion_error_after_tracking_answers_and_forgets_the_request(
+    monkeypatch: Any,
+) -> None:
+    """A request refused by the net is answered once and no longer counted in flight."""
+    core = ProxyCore()
+    open_session(core, "S")
+
+    def fail_after_tracking(m: Any, now: float, out: list[Any]) -> None:
+        core._track(AGENT, m, out)
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(core, "_from_agent", fail_after_tracking)
+    out = core.receive(AGENT, req(8, "fs/read_text_file", {"sessionId": "S"}), 0.0)
+    [answer] = sends(out, AGENT)
+    assert decoded(answer)["id"] == 8
+    assert events(out) == ["request_dropped"]
+    assert core.pending_requests(AGENT) == 0
+
+    def client_fails_after_tracking(m: Any, now: float, out: list[Any]) -> None:
+        core._track(CLIENT, m, out)
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(core, "_from_client", client_fails_after_tracking)
+    out = core.receive(CLIENT, req(9, "session/prompt", {"sessionId": "S", "prompt": []}), 0.0)
+    [answer] = sends(out, CLIENT)
+    assert decoded(answer)["id"] == 9
+    assert core.pending_requests(CLIENT) == 0
+    assert sends(core.peer_closed(AGENT, 1.0, "agent exited"), CLIENT) == []  # no second answer
+    assert_accounting(core)
