@@ -17,6 +17,8 @@ from acp_proxy.toml_text import describe, dotted
 
 __all__ = [
     "DEFAULT_CHILD_MUTATIONS",
+    "DEFAULT_CHILD_READ_ONLY",
+    "NEVER_ON_CHILD",
     "AuditConfig",
     "Config",
     "ConfigError",
@@ -28,21 +30,22 @@ __all__ = [
     "ProcessConfig",
 ]
 
-#: Client method -> capability key required on a child session (PROTOCOL.md section 4).
+#: Client method -> capability key that grants it on a child session (PROTOCOL.md
+#: section 4, an allowlist): only what the stabilized spec defines. ``cancel``
+#: grants ``session/cancel``; ``tool_call/cancel`` and ``terminal/cancel`` also
+#: need the child's ``cancel`` when they name a child (stricter than the spec).
 DEFAULT_CHILD_MUTATIONS: dict[str, str] = {
     "session/cancel": "cancel",
-    "session/prompt": "prompt",
-    "session/close": "close",
-    "session/delete": "delete",
-    "session/set_config_option": "setConfigOption",
-    "session/set_mode": "setMode",
-    "session/set_model": "setModel",
-    "session/set_title": "setTitle",
-    "session/archive": "archive",
-    "session/unarchive": "archive",
     "tool_call/cancel": "cancel",
     "terminal/cancel": "cancel",
 }
+
+#: Client methods naming a child that always pass: read-only operations.
+DEFAULT_CHILD_READ_ONLY: tuple[str, ...] = ("session/status",)
+
+#: Methods that never reach a child, whatever the config says: the spec does not
+#: allow a direct child load, resume or close.
+NEVER_ON_CHILD: frozenset[str] = frozenset({"session/load", "session/resume", "session/close"})
 
 
 class ConfigError(ValueError):
@@ -109,6 +112,23 @@ def _mutation_table(_inst: Any, attr: attrs.Attribute[Any], value: dict[str, str
             raise InvalidValue("a client method name must not be empty", (attr.name, method))
         if not capability:
             raise InvalidValue("a capability key must not be empty", (attr.name, method))
+        if capability == "_meta":
+            raise InvalidValue("_meta never grants a mutation", (attr.name, method))
+        if method in NEVER_ON_CHILD:
+            raise InvalidValue(
+                "the protocol does not allow this method on a child session", (attr.name, method)
+            )
+
+
+def _read_only_list(inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, method in enumerate(value):
+        if not method:
+            raise InvalidValue("a client method name must not be empty", (attr.name, index))
+        if method in NEVER_ON_CHILD:
+            raise InvalidValue(
+                f"{method} is not read-only: the protocol does not allow it on a child session",
+                (attr.name, index),
+            )
 
 
 @attrs.frozen
@@ -155,21 +175,43 @@ class HoldConfig:
 
 @attrs.frozen
 class EnforcementConfig:
-    """Capability enforcement on child sessions.
+    """Capability enforcement on child sessions (PROTOCOL.md section 4: an allowlist).
+
+    A client message whose ``params.sessionId`` names a child reaches the
+    agent only if its method is in ``child_read_only`` or maps, in
+    ``child_mutations``, to a capability key the child's current
+    ``capabilities`` grant. Everything else naming a child is refused.
 
     Attributes:
         reject_code: JSON-RPC error code of the proxy's rejection answer.
-        child_mutations: client method -> capability key required on a child.
-            In TOML the user's table is merged over
+        child_read_only: client methods that always pass on a child (reads).
+        child_mutations: client method -> capability key that grants it on a
+            child. In TOML the user's table is merged over
             :data:`DEFAULT_CHILD_MUTATIONS`; a method mapped to ``""`` is
             removed from the table
-            (:func:`acp_proxy.config_io.config_from_dict`).
+            (:func:`acp_proxy.config_io.config_from_dict`). Methods in
+            :data:`NEVER_ON_CHILD` and the key ``_meta`` are refused.
+
+    Raises:
+        InvalidValue: an empty name, a method in both lists, a method of
+            :data:`NEVER_ON_CHILD`, or the capability key ``_meta``.
     """
 
     reject_code: int = -32601
+    child_read_only: list[str] = attrs.field(
+        factory=lambda: list(DEFAULT_CHILD_READ_ONLY), validator=_read_only_list
+    )
     child_mutations: dict[str, str] = attrs.field(
         factory=lambda: dict(DEFAULT_CHILD_MUTATIONS), validator=_mutation_table
     )
+
+    def __attrs_post_init__(self) -> None:
+        for method in self.child_read_only:
+            if method in self.child_mutations:
+                raise InvalidValue(
+                    f"{method} is also in child_mutations: a method is a read or a mutation",
+                    ("child_read_only", self.child_read_only.index(method)),
+                )
 
 
 @attrs.frozen

@@ -57,7 +57,7 @@ NON_DEFAULT = Config(
     enforcement=EnforcementConfig(
         reject_code=-32000,
         child_mutations={
-            **{k: v for k, v in DEFAULT_CHILD_MUTATIONS.items() if k != "session/prompt"},
+            **{k: v for k, v in DEFAULT_CHILD_MUTATIONS.items() if k != "tool_call/cancel"},
             "session/cancel": "stop",
             "vendor.x/do it": 'cap "quoted"\\',
         },
@@ -131,7 +131,7 @@ def test_dump_writes_every_key() -> None:
 def test_dump_marks_removed_default_mutation() -> None:
     """A default mutation missing from the config is dumped as "" so reload removes it."""
     written = tomllib.loads(dump_config(NON_DEFAULT))
-    assert written["enforcement"]["child_mutations"]["session/prompt"] == ""
+    assert written["enforcement"]["child_mutations"]["tool_call/cancel"] == ""
 
 
 def test_dump_integer_valued_float_stays_number() -> None:
@@ -173,9 +173,9 @@ def test_child_mutations_merged_over_defaults() -> None:
 
 def test_child_mutations_empty_string_removes() -> None:
     """A method mapped to "" is removed from the table."""
-    cfg = config_from_dict({"enforcement": {"child_mutations": {"session/prompt": ""}}})
+    cfg = config_from_dict({"enforcement": {"child_mutations": {"tool_call/cancel": ""}}})
     expected = dict(DEFAULT_CHILD_MUTATIONS)
-    del expected["session/prompt"]
+    del expected["tool_call/cancel"]
     assert cfg.enforcement.child_mutations == expected
 
 
@@ -187,10 +187,10 @@ def test_child_mutations_empty_table_keeps_defaults() -> None:
 
 def test_child_mutations_input_not_mutated() -> None:
     """Loading neither mutates the input nor the module default table."""
-    data = {"enforcement": {"child_mutations": {"session/prompt": ""}}}
+    data = {"enforcement": {"child_mutations": {"tool_call/cancel": ""}}}
     config_from_dict(data)
-    assert data == {"enforcement": {"child_mutations": {"session/prompt": ""}}}
-    assert DEFAULT_CHILD_MUTATIONS["session/prompt"] == "prompt"
+    assert data == {"enforcement": {"child_mutations": {"tool_call/cancel": ""}}}
+    assert DEFAULT_CHILD_MUTATIONS["tool_call/cancel"] == "cancel"
 
 
 def test_child_mutations_remove_unknown_method_is_error() -> None:
@@ -366,3 +366,54 @@ def test_direct_construction_validator_names_attribute() -> None:
     """Building a section in Python with a bad value raises ValueError naming the field."""
     with pytest.raises(ValueError, match=r"^timeout_seconds: must be > 0"):
         HoldConfig(timeout_seconds=-1)
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "words"),
+    [
+        ({"child_read_only": ["session/cancel"]}, "enforcement.child_read_only[0]", "also in"),
+        ({"child_read_only": ["session/load"]}, "enforcement.child_read_only[0]", "not read-only"),
+        (
+            {"child_mutations": {"session/resume": "resume"}},
+            'enforcement.child_mutations."session/resume"',
+            "does not allow",
+        ),
+        (
+            {"child_mutations": {"session/close": "close"}},
+            'enforcement.child_mutations."session/close"',
+            "does not allow",
+        ),
+        (
+            {"child_mutations": {"session/prompt": "_meta"}},
+            'enforcement.child_mutations."session/prompt"',
+            "_meta never grants",
+        ),
+    ],
+)
+def test_enforcement_tables_refuse_what_the_spec_forbids(
+    data: dict[str, Any], key: str, words: str
+) -> None:
+    """child_read_only and child_mutations refuse child load/resume/close, _meta grants and a
+    method that would be both a read and a mutation, naming the key."""
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"enforcement": data})
+    assert info.value.key == key
+    assert words in info.value.message
+
+
+def test_vendor_grant_and_read_only_merge_over_the_defaults() -> None:
+    """A user grant for a vendor key is added to the default table; child_read_only replaces
+    the default list."""
+    cfg = config_from_dict(
+        {
+            "enforcement": {
+                "child_mutations": {"session/prompt": "prompt"},
+                "child_read_only": ["session/status", "_x/peek"],
+            }
+        }
+    )
+    assert cfg.enforcement.child_mutations == {
+        **DEFAULT_CHILD_MUTATIONS,
+        "session/prompt": "prompt",
+    }
+    assert cfg.enforcement.child_read_only == ["session/status", "_x/peek"]

@@ -14,7 +14,8 @@ from acp_proxy.core.actions import Action, Report
 from acp_proxy.core.engine_base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
 from acp_proxy.core.guard import nested_deeper_than
 from acp_proxy.core.hold import Evicted
-from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message, dumps, exact_body
+from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
+from acp_proxy.core.jsonscan import without_member
 from acp_proxy.core.patch import UNSET
 from acp_proxy.core.registry import UpdateOutcome
 from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
@@ -22,6 +23,15 @@ from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
 __all__ = ["MAX_HELD_NESTING", "AgentSide"]
 
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
+
+#: sessionUpdate -> (list field, item type) whose items may name a session by ``sessionId``.
+_REFERENCE_LISTS = {
+    "tool_call": ("content", "session"),
+    "tool_call_update": ("content", "session"),
+    "state_update": ("background", "subagent"),
+}
+#: Updates a v1 client must have opted into (``clientCapabilities.subagents``).
+_SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
 
 #: Deepest nesting of a message that may be held. Held messages keep only their
 #: bytes and are parsed again on release, further down the stack than where they
@@ -55,6 +65,13 @@ class AgentSide(EngineBase):
         self._route_all([m], now, out)
 
     def _unknown_session(self, m: Message) -> str | None:
+        """The first session id in ``m`` the client cannot know yet, else ``None``.
+
+        References (PROTOCOL.md section 4): ``params.sessionId``; in a
+        ``session/update``, a ``session_message``'s sender and recipient, a
+        ``session`` content item of a ``tool_call`` / ``tool_call_update``,
+        and a ``subagent`` entry of a ``state_update``'s ``background``.
+        """
         p = m.params
         if p is None:
             return None
@@ -64,11 +81,23 @@ class AgentSide(EngineBase):
             return sid
         if m.method == "session/update":
             upd = p.get("update")
-            if type(upd) is dict and upd.get("sessionUpdate") == "session_message":
+            if type(upd) is not dict:
+                return None
+            su = upd.get("sessionUpdate")
+            if su == "session_message":
                 for key in ("senderSessionId", "recipientSessionId"):
                     v = upd.get(key)
                     if type(v) is str and v not in known:
                         return v
+            elif su in _REFERENCE_LISTS:
+                key, kind = _REFERENCE_LISTS[su]
+                items = upd.get(key)
+                if type(items) is list:
+                    for item in items:
+                        if type(item) is dict and item.get("type") == kind:
+                            v = item.get("sessionId")
+                            if type(v) is str and v not in known:
+                                return v
         return None
 
     def _route_all(self, msgs: list[Message], now: float, out: list[Action]) -> None:
@@ -209,6 +238,8 @@ class AgentSide(EngineBase):
             upd = p.get("update") if p is not None else None
             if type(upd) is dict:
                 su = upd.get("sessionUpdate")
+                if su in _SUBAGENT_UPDATES and self.protocol_version == 1:
+                    self._v1_opt_in(m, su, out)
                 if su == "subagent_update":
                     return self._subagent_update(m, upd, now, out)
                 if su == "state_update" and self._dedup_on:
@@ -216,7 +247,8 @@ class AgentSide(EngineBase):
                     sid = p.get("sessionId")
                     if type(sid) is str:
                         channel = ("self", sid)
-                        if self.dedup.is_duplicate(channel, upd):
+                        snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
+                        if self.dedup.is_duplicate(channel, snapshot):
                             self._n["duplicates_removed"] += 1
                             self._drop(
                                 out,
@@ -226,9 +258,23 @@ class AgentSide(EngineBase):
                                 "repeats the last state_update",
                             )
                             return []
-                        self.dedup.delivered(channel, upd)
+                        self.dedup.delivered(channel, snapshot)
         self._forward(out, _CLIENT, m.raw)
         return []
+
+    def _v1_opt_in(self, m: Message, su: str, out: list[Action]) -> None:
+        """Audits a subagent update sent to a v1 client that did not opt in
+        (forwarded all the same; the registry still tracks it)."""
+        if self.client_subagents:
+            return
+        self._audit(
+            out,
+            "protocol_violation",
+            _AGENT,
+            sessionId=m.session_id,
+            method=m.method,
+            reason=f"{su} sent to a protocol v1 client without clientCapabilities.subagents",
+        )
 
     def _subagent_update(
         self, m: Message, upd: dict[str, Any], now: float, out: list[Action]
@@ -251,52 +297,26 @@ class AgentSide(EngineBase):
         cid = view.session_id
         reg = self.registry
         existing = reg.child(cid)
-        data = m.raw
+        # A mirror that differs only in _meta (anywhere in the message) is news. An
+        # omitted update._meta is a patch meaning "unchanged": the last one stands.
+        mirror: list[Any] | None = None
+        if view.state is not None and view.state is not UNSET:
+            if "_meta" in upd:
+                umeta = upd["_meta"]
+            else:
+                last = self.dedup.last(("mirror", cid))
+                umeta = last[1] if type(last) is list else None
+            mirror = [view.state, umeta, p.get("_meta"), m.body.get("_meta")]
         if (
             existing is not None
             and self._dedup_on
-            and view.state is not UNSET
-            and self.dedup.is_duplicate(("mirror", cid), view.state)
+            and mirror is not None
+            and self.dedup.is_duplicate(("mirror", cid), mirror)
         ):
-            only_state = (
-                not reg.would_change(view)
-                and not view.malformed
-                and upd.keys() <= _SUBAGENT_KEYS
-                and p.keys() <= {"sessionId", "update"}
-                and m.body.keys() <= {"jsonrpc", "method", "params"}
-            )
-            reg.apply(parent, view, now)
-            if only_state:
-                self._n["duplicates_removed"] += 1
-                self._drop(
-                    out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror"
-                )
-                return []
-            try:
-                body = exact_body(m.raw)
-                del body["params"]["update"]["state"]
-                data = dumps(body, allow_nan=False)
-            except (ValueError, RecursionError):
-                # A number JSON cannot spell back (1e400), or nesting too deep for
-                # the standard library here: forward the original bytes.
-                data = m.raw
-            else:
-                self._n["duplicates_removed"] += 1
-                self._audit(
-                    out,
-                    "duplicate_dropped",
-                    _AGENT,
-                    sessionId=cid,
-                    parentSessionId=parent,
-                    method=m.method,
-                    reason="state field removed: repeats the child's last state mirror",
-                )
-            self._audit(
-                out, "child_updated", _AGENT, sessionId=cid, parentSessionId=existing.parent_id
-            )
-            self._forward(out, _CLIENT, data)
-            return []
+            return self._duplicate_mirror(m, upd, parent, existing.parent_id, now, out)
         outcome = reg.apply(parent, view, now)
+        if outcome is UpdateOutcome.REFUSED or outcome is UpdateOutcome.INVALID:
+            reg.deny(cid)  # fail closed: mutations naming it are refused
         if outcome is UpdateOutcome.REFUSED:
             limit = self.config.limits.max_children
             self._drop(out, m, _AGENT, "notification_dropped", f"limits.max_children ({limit})")
@@ -308,22 +328,83 @@ class AgentSide(EngineBase):
                 _AGENT,
                 sessionId=cid,
                 parentSessionId=parent,
-                reason="names the parent itself, an ancestor, or a known ordinary session",
+                reason="names the parent itself or an ancestor; mutations naming it are refused",
             )
-            self._forward(out, _CLIENT, data)
+            self._forward(out, _CLIENT, m.raw)
             return []
         if self._dedup_on and view.state is not UNSET:
-            self.dedup.delivered(("mirror", cid), view.state)
+            self.dedup.delivered(("mirror", cid), mirror)
         child = reg.child(cid)
         assert child is not None
+        self._forward(out, _CLIENT, m.raw)
+        if outcome is UpdateOutcome.UPDATED or outcome is UpdateOutcome.UNCHANGED:
+            self._audit(
+                out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id
+            )
+            return []
+        if outcome is UpdateOutcome.CONFLICT:
+            self._audit(
+                out,
+                "registry_conflict",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                reason="announced as a child, but known as an ordinary or provisional "
+                "session; enforced as a child",
+            )
+        self._audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
+        msgs = self.hold.take(cid)
+        if msgs:
+            self._audit(out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced")
+        return msgs
+
+    def _duplicate_mirror(
+        self,
+        m: Message,
+        upd: dict[str, Any],
+        parent: str,
+        parent_id: str,
+        now: float,
+        out: list[Action],
+    ) -> list[Message]:
+        """A ``subagent_update`` whose ``state`` repeats the child's last mirror:
+        dropped when nothing else in it changes anything, else forwarded without
+        its ``state`` member (only those bytes cut)."""
+        p = m.params
+        assert p is not None
+        view = view_subagent_update(upd)
+        assert view is not None
+        reg = self.registry
+        cid = view.session_id
+        child = reg.child(cid)
+        assert child is not None
+        only_state = (
+            not reg.would_change(view)
+            and not view.malformed
+            and (child.fresh or view.capabilities is UNSET or reg.in_history(child.parent_id))
+            and upd.keys() <= _SUBAGENT_KEYS
+            and p.keys() <= {"sessionId", "update"}
+            and m.body.keys() <= {"jsonrpc", "method", "params"}
+        )
+        reg.apply(parent, view, now)
+        if only_state:
+            self._n["duplicates_removed"] += 1
+            self._drop(out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror")
+            return []
+        data = without_member(m.raw, ("params", "update", "state"))
+        if data is None:
+            data = m.raw
+        else:
+            self._n["duplicates_removed"] += 1
+            self._audit(
+                out,
+                "duplicate_dropped",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                method=m.method,
+                reason="state field removed: repeats the child's last state mirror",
+            )
+        self._audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=parent_id)
         self._forward(out, _CLIENT, data)
-        if outcome is UpdateOutcome.ANNOUNCED:
-            self._audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
-            msgs = self.hold.take(cid)
-            if msgs:
-                self._audit(
-                    out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced"
-                )
-            return msgs
-        self._audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id)
         return []

@@ -247,8 +247,10 @@ class ChainAdapter:
         """
         m = parse(raw)
         out: list[ToCore | Action] = []
-        for item in m.items if m.kind is Kind.BATCH else [m]:
-            self._inbound(item, out)
+        if m.kind is Kind.BATCH:  # ACP uses no batches: the core refuses it whole
+            out.append(ToCore(Peer.CLIENT, m.raw))
+            return out
+        self._inbound(m, out)
         return out
 
     def _inbound(self, m: Message, out: list[ToCore | Action]) -> None:

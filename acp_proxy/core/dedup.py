@@ -37,6 +37,10 @@ class StateDedup:
         last = self._last.get(channel, _UNCONFIRMED)
         return last is not _UNCONFIRMED and _json_equal(last, snapshot)
 
+    def last(self, channel: Channel) -> Any:
+        """The last snapshot delivered on ``channel``, or ``None``."""
+        return self._last.get(channel)
+
     def delivered(self, channel: Channel, snapshot: Any) -> None:
         """Records ``snapshot`` as delivered on ``channel`` (``None`` resets it)."""
         if snapshot is None:
@@ -44,11 +48,14 @@ class StateDedup:
         else:
             self._last[channel] = snapshot
 
-    def reset_session(self, session_id: str, child_ids: list[str]) -> None:
-        """Forgets ``session_id``'s own channel and the mirrors it carries."""
-        self._last.pop(("self", session_id), None)
-        for cid in child_ids:
-            self._last.pop(("mirror", cid), None)
+    def reset_session(self, session_id: str, descendant_ids: list[str]) -> None:
+        """Starts a new epoch for ``session_id`` and its descendants (a load or
+        resume request or response, a close): their own channels and their
+        mirrors are forgotten, so the next report is delivered even if it repeats."""
+        last = self._last
+        for sid in (session_id, *descendant_ids):
+            last.pop(("self", sid), None)
+            last.pop(("mirror", sid), None)
 
     def __len__(self) -> int:
         return len(self._last)

@@ -35,8 +35,17 @@ from acp_proxy.core.runs import Envelope, envelope_run, plain_run, update_kind
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
-# sessionUpdate values that need more than forwarding (AgentSide._unknown_session, _deliver).
-_INSPECTED_UPDATES = frozenset({"session_message", "subagent_update", "state_update"})
+# sessionUpdate -> when it needs more than forwarding (AgentSide._unknown_session,
+# _deliver): always (None), or when the update holds this key (a list whose items
+# may reference a session). Absent: never.
+_INSPECTED_UPDATES: dict[str, str | None] = {
+    "session_message": None,
+    "subagent_update": None,
+    "state_update": None,
+    "tool_call": "content",
+    "tool_call_update": "content",
+}
+_NEVER: Any = object()
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
 
 
@@ -214,11 +223,44 @@ class ProxyCore(ClientSide, AgentSide):
             return self._forward_fast(m.raw)
         out: list[Action] = []
         if m.kind is _BATCH:
-            for item in m.items:
-                self._dispatch(source, item, now, out)
+            self._batch(source, m, out)
         else:
             self._dispatch(source, m, now, out)
         return out
+
+    def _batch(self, source: Peer, m: Message, out: list[Action]) -> None:
+        """Refuses a JSON-RPC batch whole, as both SDKs do (PROTOCOL.md section 4,
+        "Batches"): nothing inside it reaches the other peer.
+
+        A client's batch is one message answered with one ``-32600`` (id
+        ``null``). An agent's batch counts each element: a request whose id
+        can be read is answered ``-32600`` to the agent, the rest are dropped;
+        one audit record covers the batch.
+        """
+        reason = "ACP does not use JSON-RPC batches"
+        n = self._n
+        if source is _CLIENT:
+            n["accepted"] += 1
+            self._audit(out, "invalid_message", source, id=None, reason=reason)
+            self._answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
+            return
+        items = m.items
+        n["accepted"] += len(items)
+        answered = 0
+        for item in items:
+            if item.kind is _REQUEST and item.id is not None:
+                answered += 1
+                self._answer(out, _AGENT, item.id, INVALID_REQUEST, f"acp-proxy: {reason}")
+        n["dropped"] += len(items) - answered
+        self._audit(
+            out,
+            "batch_refused",
+            source,
+            count=len(items),
+            answered=answered,
+            reason=f"{reason}: {len(items)} elements refused",
+        )
+        out.append(Report("warning", f"agent sent a JSON-RPC batch, refused: {reason}"))
 
     def _envelope_uninspected(self, env: Envelope) -> bool:
         """:meth:`_uninspected` for an :class:`~acp_proxy.core.runs.Envelope`.
@@ -237,7 +279,10 @@ class ProxyCore(ClientSide, AgentSide):
         if env.method != "session/update":
             return True
         su = upd.get("sessionUpdate")
-        return su is None or update_kind(su) not in _INSPECTED_UPDATES
+        if su is None:
+            return True
+        need = _INSPECTED_UPDATES.get(update_kind(su) or "", _NEVER)
+        return need is _NEVER or (need is not None and need not in upd)
 
     def _uninspected(self, body: Any) -> bool:
         """True for an agent message that :meth:`_dispatch` would forward unchanged.
@@ -275,7 +320,10 @@ class ProxyCore(ClientSide, AgentSide):
         if method != "session/update":
             return True
         su = upd.get("sessionUpdate")
-        return type(su) is not str or su not in _INSPECTED_UPDATES
+        if type(su) is not str:
+            return True
+        need = _INSPECTED_UPDATES.get(su, _NEVER)
+        return need is _NEVER or (need is not None and need not in upd)
 
     def _forward_fast(self, data: bytes, count: int = 1) -> list[Action]:
         """Forwards ``count`` agent messages (joined by newlines in ``data``) unchanged."""

@@ -32,6 +32,7 @@ _RESPONSE = Kind.RESPONSE
 _BATCH = Kind.BATCH
 _INVALID = Kind.INVALID
 _CREATES_SESSION = frozenset({"session/new", "session/fork"})
+_OPENS_SESSION = frozenset({"session/load", "session/resume"})
 _MISSING: Any = object()
 
 
@@ -49,6 +50,9 @@ class EngineBase(abc.ABC):
         self.hold = HoldBuffer(self.config.hold)
         self.dedup = StateDedup()
         self._mutations = self.config.enforcement.child_mutations
+        self._read_only = frozenset(self.config.enforcement.child_read_only)
+        # v1: did the client advertise clientCapabilities.subagents?
+        self.client_subagents = False
         self._dedup_on = self.config.dedup.state_reports
         self._max_pending = self.config.limits.max_pending_requests
         # requester -> {id: (method, sessionId)} of requests in flight
@@ -137,11 +141,22 @@ class EngineBase(abc.ABC):
     # ------------------------------------------------- requests in flight
 
     def _track(self, requester: Peer, m: Message, out: list[Action]) -> bool:
-        """Records a request in flight; answers it and returns False if it cannot be."""
+        """Records a request in flight; answers or drops it and returns False if it cannot be.
+
+        A request reusing an id already in flight is dropped unanswered (audited):
+        any answer would be a second response to that id.
+        """
         pending = self._pending[requester]
         if m.id in pending:
-            reason = f"request id {m.id!r} is already in flight"
-        elif len(pending) >= self._max_pending:
+            self._drop(
+                out,
+                m,
+                requester,
+                "request_dropped",
+                f"request id {m.id!r} is already in flight (an answer would be its second)",
+            )
+            return False
+        if len(pending) >= self._max_pending:
             reason = f"more than limits.max_pending_requests ({self._max_pending}) in flight"
         else:
             pending[m.id] = (m.method or "", m.session_id)
@@ -163,10 +178,17 @@ class EngineBase(abc.ABC):
             self._drop(out, m, source, "unknown_response", f"no request with id {m.id!r} in flight")
             return
         self._forward(out, to, m.raw)
-        if source is _AGENT and m.kind is _RESPONSE:
+        if source is _AGENT:
             method = entry[0]
+            if method in _OPENS_SESSION and type(entry[1]) is str:
+                self._opened(entry[1], m.kind is _RESPONSE)
+                return
+            if m.kind is not _RESPONSE:
+                return
             result = m.body.get("result")
-            if method in _CREATES_SESSION and isinstance(result, dict):
+            if method == "session/close" and type(entry[1]) is str:
+                self._closed_session(entry[1], out)
+            elif method in _CREATES_SESSION and isinstance(result, dict):
                 sid = result.get("sessionId")
                 if type(sid) is str and self.registry.mark_known(sid):
                     self._release(sid, now, out, f"{method} response")
@@ -174,6 +196,28 @@ class EngineBase(abc.ABC):
                 pv = result.get("protocolVersion")
                 if type(pv) is int:
                     self.protocol_version = pv
+
+    def _opened(self, sid: str, ok: bool) -> None:
+        """The agent answered a load / resume of ``sid``: a new dedup epoch; an
+        error answer forgets an id the request made known."""
+        reg = self.registry
+        self.dedup.reset_session(sid, reg.descendants(sid))
+        reg.end_open(sid, ok)
+
+    def _closed_session(self, sid: str, out: list[Action]) -> None:
+        """``sid`` was closed: its descendants leave the registry (mutations on them
+        are refused from then on)."""
+        gone = self.registry.retire_descendants(sid)
+        if gone:
+            self.dedup.reset_session(sid, gone)
+            self._audit(
+                out,
+                "children_retired",
+                _AGENT,
+                sessionId=sid,
+                count=len(gone),
+                reason="parent session closed; mutations naming them are refused",
+            )
 
     @abc.abstractmethod
     def _release(self, sid: str, now: float, out: list[Action], why: str) -> None:

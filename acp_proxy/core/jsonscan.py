@@ -14,7 +14,7 @@ from typing import Any
 
 from acp_proxy.core.jsonrpc import dumps
 
-__all__ = ["member_spans", "member_text"]
+__all__ = ["member_spans", "member_text", "without_member"]
 
 _WS = b" \t\r\n"
 # A JSON string (escapes included) or one structural character.
@@ -109,3 +109,56 @@ def member_text(raw: bytes, path: tuple[str, ...], value: Any) -> bytes:
             return dumps(value)
         start, end = spans[key]
     return raw[start:end]
+
+
+def without_member(raw: bytes, path: tuple[str, ...]) -> bytes | None:
+    """``raw`` with the member at ``path`` (key, value and one separating comma) cut out.
+
+    Every other byte stays as it came (numbers, escapes, spacing, key order),
+    so a rewrite changes only what it must. ``path`` names objects from the
+    top level down; the last key is the member removed.
+
+    Args:
+        raw: one JSON text whose objects along ``path`` hold no repeated key.
+        path: key path, e.g. ``("params", "update", "state")``.
+
+    Returns:
+        The new bytes, or ``None`` when the member cannot be found.
+    """
+    start, end = 0, len(raw)
+    for key in path[:-1]:
+        spans = member_spans(raw, start, end)
+        if spans is None or key not in spans:
+            return None
+        start, end = spans[key]
+    spans = member_spans(raw, start, end)
+    if spans is None or path[-1] not in spans:
+        return None
+    value_start, value_end = spans[path[-1]]
+    # Back from the value: optional spaces, ':', optional spaces, the key's closing quote.
+    i = value_start - 1
+    while raw[i] in _WS:
+        i -= 1
+    i -= 1  # the ':'
+    while raw[i] in _WS:
+        i -= 1
+    key_start = i - 1  # the closing quote is at i: find the unescaped opening one
+    while True:
+        key_start = raw.rindex(b'"', start, key_start + 1)
+        slashes = 0
+        while raw[key_start - 1 - slashes] == 0x5C:  # backslash
+            slashes += 1
+        if slashes % 2 == 0:
+            break
+        key_start -= 1
+    j = value_end
+    while raw[j] in _WS:
+        j += 1
+    if raw[j] == 0x2C:  # a comma follows: cut the member and that comma
+        return raw[:key_start] + raw[j + 1 :]
+    k = key_start - 1  # the last member: cut the comma before it, if any
+    while raw[k] in _WS:
+        k -= 1
+    if raw[k] == 0x2C:
+        return raw[:k] + raw[value_end:]
+    return raw[:key_start] + raw[value_end:]

@@ -4,6 +4,16 @@ Tracks which session ids the client can know, and the child-session tree
 announced by ``subagent_update``: each child's parent, title, description,
 capabilities, state, cwd, additional directories and ``_meta``, patched with
 the protocol's semantics. A later update never changes a child's parent.
+
+Freshness boundary (section 4): a client ``session/load`` / ``session/resume``
+of a session revokes the mutation grants of every descendant
+(:attr:`Child.fresh` false) until the agent re-announces it, with
+``capabilities``, after a successful response. Updates applied while an
+ancestor is still being opened are history: registered, never granting.
+
+Fail closed: an id whose announcement the proxy could not register (registry
+full, a cycle) or whose parent was closed is kept in :attr:`Registry.denied`;
+the policy refuses every mutation naming it.
 """
 
 from __future__ import annotations
@@ -33,6 +43,9 @@ class Child:
         state: the last ``StateUpdate`` snapshot, or ``None`` (unconfirmed).
         additional_directories: list of paths, or ``None``.
         meta: ``_meta`` map, or ``None``.
+        fresh: False while the child's grants are revoked by a load or
+            resume of an ancestor (until its re-announcement after the
+            response); a stale child permits no mutation.
     """
 
     session_id: str
@@ -45,17 +58,25 @@ class Child:
     cwd: str | None = None
     additional_directories: list[str] | None = None
     meta: dict[str, Any] | None = None
+    fresh: bool = True
 
     def permits(self, capability: str) -> bool:
-        """True when ``capabilities`` holds ``capability`` with an object value."""
+        """True when the child is fresh and ``capabilities`` holds ``capability``
+        with an object value (``_meta`` never grants)."""
         caps = self.capabilities
-        return caps is not None and type(caps.get(capability)) is dict
+        return (
+            self.fresh
+            and caps is not None
+            and capability != "_meta"
+            and type(caps.get(capability)) is dict
+        )
 
 
 class UpdateOutcome(enum.Enum):
     """What a ``subagent_update`` did to the registry."""
 
     ANNOUNCED = "announced"
+    CONFLICT = "conflict"  # announced, but the id was known as an ordinary or provisional session
     UPDATED = "updated"
     UNCHANGED = "unchanged"
     INVALID = "invalid"
@@ -78,6 +99,15 @@ class Registry:
         # announcement may still make such a session a child. Insertion
         # ordered; the oldest are forgotten beyond max_children.
         self.provisional: dict[str, None] = {}
+        # Sessions with a client session/load or session/resume in flight:
+        # id -> [requests in flight, True if the first request made it known].
+        self.opening: dict[str, list[Any]] = {}
+        # Ids every mutation on which is refused: announcements that could not
+        # be registered, children of closed sessions. Insertion ordered, at
+        # most max_children; beyond that ``denied_overflow`` is set and every
+        # id that is not an ordinary session is treated as denied.
+        self.denied: dict[str, None] = {}
+        self.denied_overflow = False
 
     def is_known(self, session_id: str) -> bool:
         """True once the client could know ``session_id``."""
@@ -106,6 +136,110 @@ class Registry:
                 del self.provisional[oldest]
                 self.known.discard(oldest)  # its later traffic is held again
         return True
+
+    def is_ordinary(self, session_id: str) -> bool:
+        """True for a session created, loaded or resumed (and answered) as ordinary."""
+        return (
+            session_id in self.known
+            and session_id not in self.children
+            and session_id not in self.provisional
+            and session_id not in self.opening
+        )
+
+    def is_denied(self, session_id: str) -> bool:
+        """True when mutations naming ``session_id`` must be refused as on an unknown child."""
+        if session_id in self.denied:
+            return True
+        return self.denied_overflow and not self.is_ordinary(session_id)
+
+    def deny(self, session_id: str) -> None:
+        """Records ``session_id`` as a child the proxy cannot enforce precisely."""
+        self.denied[session_id] = None
+        if len(self.denied) > self.max_children:
+            del self.denied[next(iter(self.denied))]
+            self.denied_overflow = True
+
+    def begin_open(self, session_id: str) -> bool:
+        """A client ``session/load`` / ``session/resume`` of ``session_id`` is forwarded.
+
+        The id becomes provisionally known (its replay flows) and every
+        descendant loses its grants (:attr:`Child.fresh`).
+
+        Returns:
+            True if the id was not known before (held traffic may be released).
+        """
+        for cid in self.descendants(session_id):
+            self.children[cid].fresh = False
+        entry = self.opening.get(session_id)
+        newly = session_id not in self.known
+        if entry is None:
+            self.opening[session_id] = [1, newly]
+        else:
+            entry[0] += 1
+        self.known.add(session_id)
+        self.denied.pop(session_id, None)
+        return newly
+
+    def end_open(self, session_id: str, ok: bool) -> None:
+        """The agent answered a ``session/load`` / ``session/resume`` of ``session_id``.
+
+        Success makes it an ordinary session (unless it was announced as a
+        child meanwhile); an error answer forgets an id the request made known.
+        Revoked grants stay revoked either way, until re-announcement.
+        """
+        entry = self.opening.get(session_id)
+        if entry is None:
+            return
+        entry[0] -= 1
+        if ok:
+            self.provisional.pop(session_id, None)
+            entry[1] = False  # established: an error to another request forgets nothing
+        if entry[0] > 0:
+            return
+        del self.opening[session_id]
+        if entry[1] and session_id not in self.children:
+            self.known.discard(session_id)
+
+    def in_history(self, session_id: str) -> bool:
+        """True when ``session_id`` or an ancestor is being opened or is a stale child:
+        announcements under it are replayed history and grant nothing."""
+        for sid in [session_id, *self.ancestors(session_id)]:
+            if sid in self.opening:
+                return True
+            c = self.children.get(sid)
+            if c is not None and not c.fresh:
+                return True
+        return False
+
+    def descendants(self, session_id: str) -> list[str]:
+        """Every child below ``session_id``, parents before their children."""
+        below: dict[str, list[str]] = {}
+        for c in self.children.values():
+            below.setdefault(c.parent_id, []).append(c.session_id)
+        out: list[str] = []
+        todo = list(below.get(session_id, ()))
+        seen = {session_id}
+        while todo:
+            cid = todo.pop()
+            if cid in seen:
+                continue
+            seen.add(cid)
+            out.append(cid)
+            todo.extend(below.get(cid, ()))
+        return out
+
+    def retire_descendants(self, session_id: str) -> list[str]:
+        """``session_id`` was closed: its descendants leave the registry and are denied.
+
+        Returns:
+            The ids removed.
+        """
+        gone = self.descendants(session_id)
+        for cid in gone:
+            del self.children[cid]
+            self.known.discard(cid)
+            self.deny(cid)
+        return gone
 
     def child(self, session_id: str) -> Child | None:
         """The child record for ``session_id``, or ``None`` for an ordinary session."""
@@ -138,10 +272,16 @@ class Registry:
         """Applies a ``subagent_update`` delivered on ``parent_id``.
 
         The first update for an unknown child announces it under ``parent_id``;
-        later ones patch its metadata (the parent is kept). An update that
-        would make a session its own ancestor, or that names a session the
-        client already knows as an ordinary session, is ``INVALID`` and changes
-        nothing; an announcement beyond ``max_children`` is ``REFUSED``.
+        later ones patch its metadata (the parent is kept). An announcement of
+        an id known as an ordinary, provisional or opening session registers it
+        as a child all the same (``CONFLICT``: when in doubt, enforce). An
+        update that would make a session its own ancestor is ``INVALID`` and
+        changes nothing; an announcement beyond ``max_children`` is
+        ``REFUSED``. The caller denies the id in both cases.
+
+        Under an ancestor being opened (or a stale one) the update is history:
+        a new child starts stale, and a stale child stays stale. Otherwise an
+        update that carries ``capabilities`` makes the child fresh again.
 
         Args:
             parent_id: ``params.sessionId`` of the carrying notification.
@@ -153,20 +293,25 @@ class Registry:
         """
         sid = view.session_id
         c = self.children.get(sid)
+        history = self.in_history(parent_id if c is None else c.parent_id)
         if c is None:
-            ordinary = sid in self.known and sid not in self.provisional
-            if sid == parent_id or ordinary or sid in self.ancestors(parent_id):
+            if sid == parent_id or sid in self.ancestors(parent_id):
                 return UpdateOutcome.INVALID
             if len(self.children) >= self.max_children:
                 return UpdateOutcome.REFUSED
+            conflict = sid in self.known
             self.provisional.pop(sid, None)
-            c = Child(session_id=sid, parent_id=parent_id, announced_at=now)
+            self.denied.pop(sid, None)
+            c = Child(session_id=sid, parent_id=parent_id, announced_at=now, fresh=not history)
             self._patch(c, view)
             self.children[sid] = c
             self.known.add(sid)
-            return UpdateOutcome.ANNOUNCED
+            return UpdateOutcome.CONFLICT if conflict else UpdateOutcome.ANNOUNCED
         changed = self.would_change(view) or (view.state is not UNSET and view.state != c.state)
         self._patch(c, view)
+        if not history and view.capabilities is not UNSET and not c.fresh:
+            c.fresh = True
+            changed = True
         return UpdateOutcome.UPDATED if changed else UpdateOutcome.UNCHANGED
 
     @staticmethod

@@ -92,7 +92,7 @@ class Check:
     detail: str = ""
 
 
-def _is_rejection(msg: Any, capability: str) -> bool:
+def _is_rejection(msg: Any, capability: str | None) -> bool:
     if not isinstance(msg, dict):
         return False
     err = msg.get("error")
@@ -177,8 +177,8 @@ def checks(run: Run, an: Analysis) -> list[Check]:
     out.append(
         Check(
             f"the forbidden session/prompt on child {c2} got error -32601 with "
-            'data.capability == "prompt"',
-            _is_rejection(resp4, "prompt"),
+            "data.capability == null (no capability can grant it: an allowlist)",
+            _is_rejection(resp4, None),
             f"code {err4.get('code')}, data {json.dumps(err4.get('data'))}"
             if isinstance(err4, dict)
             else "no error response",

@@ -87,10 +87,14 @@ def _client_note(run: Run, an: Analysis, i: int) -> str | None:
             (r.get("capability") for r in run.audit if r.get("event") == "mutation_rejected"),
             "?",
         )
+        why = (
+            f'its capabilities lack "{cap}", which {method} needs'
+            if cap
+            else f"no child capability grants {method} (enforcement is an allowlist)"
+        )
         return (
-            f'MUTATION REJECTED: {sid} is a child whose capabilities lack "{cap}", which '
-            f"{method} needs. The proxy does not forward the request: it answers it itself, "
-            "below (audit: mutation_rejected)."
+            f"MUTATION REJECTED: {sid} is a child and {why}. The proxy does not forward the "
+            "request: it answers it itself, below (audit: mutation_rejected)."
         )
     if method == "session/cancel" and sid == run.child1 and i in an.reached_agent:
         return (

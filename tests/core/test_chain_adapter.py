@@ -309,7 +309,7 @@ def test_rejected_child_mutation_is_answered_here_and_never_wrapped() -> None:
     answer = only(refused)
     assert answer["id"] == 9
     assert answer["error"]["code"] == -32601
-    assert answer["error"]["data"]["capability"] == "prompt"
+    assert answer["error"]["data"]["capability"] is None  # no grant exists for it
     dropped = a.receive(notif("session/cancel", {"sessionId": "C"}), 0.0)
     assert sends(dropped) == []
     assert "mutation_rejected" in events(dropped)
@@ -466,12 +466,13 @@ def test_unparseable_conductor_frame_is_answered_with_a_parse_error() -> None:
     assert answer["error"]["code"] == -32700
 
 
-def test_batch_items_are_mapped_one_by_one() -> None:
-    """A batch holding a client request and an envelope maps each element."""
+def test_a_conductor_batch_is_refused_whole() -> None:
+    """ACP uses no batches: a conductor array gets one -32600 with id null, and nothing in it
+    reaches the successor."""
     a = opened()
     batch = b"[" + req(4, "session/list", {}) + b"," + envelope(None, "_vendor/x", {"a": 1}) + b"]"
     frames = out(a.receive(batch, 0.0))
-    assert [f["method"] for f in frames] == ["proxy/successor", "_vendor/x"]
+    assert [(f["id"], f["error"]["code"]) for f in frames] == [(None, -32600)]
 
 
 def test_conductor_closed_answers_everything_in_flight() -> None:

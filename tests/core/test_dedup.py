@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from corekit import (
     AGENT,
     CLIENT,
@@ -148,14 +149,31 @@ def test_duplicate_mirror_with_unknown_field_is_rewritten_not_dropped() -> None:
 
 
 def test_duplicate_mirror_with_extra_envelope_fields_keeps_them() -> None:
-    """Extra params / envelope keys survive the state removal."""
+    """A mirror whose _meta differs is news (state kept); the same _meta again is a
+    duplicate, and the extra params / envelope keys survive the state removal."""
     core = with_child(state=RUNNING)
     body = json.loads(announce("P", "C", state=RUNNING))
     body["params"]["_meta"] = {"trace": "t1"}
     [data] = deliver(core, enc(body))
+    assert decoded(data)["params"]["update"]["state"] == RUNNING  # _meta differs: news
+    [data] = deliver(core, enc(body))
     out = decoded(data)
     assert out["params"]["_meta"] == {"trace": "t1"}
     assert "state" not in out["params"]["update"]
+
+
+@pytest.mark.parametrize("where", ["top", "params", "update"])
+def test_a_report_differing_only_in_meta_is_not_a_duplicate(where: str) -> None:
+    """A state_update that repeats the last snapshot but carries other _meta (top level,
+    params or update) is delivered."""
+    core = with_child(state=RUNNING)
+    first = json.loads(state_update("P", "running"))
+    assert deliver(core, enc(first))
+    again = json.loads(state_update("P", "running"))
+    target = {"top": again, "params": again["params"], "update": again["params"]["update"]}
+    target[where]["_meta"] = {"trace": "t2"}
+    assert deliver(core, enc(again)) == [enc(again)]
+    assert deliver(core, enc(again)) == []  # the same _meta again: a duplicate
 
 
 def test_first_announcement_is_never_dropped() -> None:
@@ -271,13 +289,16 @@ def test_state_dedup_matches_json_equality(a: Any, b: Any) -> None:
     assert d.is_duplicate(ch, b) is expected
 
 
-def test_duplicate_mirror_with_out_of_range_number_is_forwarded_unchanged() -> None:
-    """When removing state would mean writing Infinity, the update goes out as received."""
+def test_duplicate_mirror_rewrite_cuts_only_the_state_member() -> None:
+    """The rewrite splices the original line: numbers (1e400, 1E2), escapes and spacing
+    elsewhere stay byte for byte; only the state member and its comma go."""
     core = with_child(state=RUNNING)
     frame = announce("P", "C", state=RUNNING, title="new").replace(
-        b'"title"', b'"big":1e400,"title"'
+        b'"title"', b'"big":1e400,"n":1E2,"s":"\\/", "title"'
     )
     out = core.receive(AGENT, frame, 1.0)
-    assert sends(out) == [frame]
-    assert core.statistics().duplicates_removed == 0
+    cut = b',"state":' + json.dumps(RUNNING, separators=(",", ":")).encode()
+    assert cut in frame
+    assert sends(out) == [frame.replace(cut, b"")]
+    assert core.statistics().duplicates_removed == 1
     assert core.registry.children["C"].title == "new"

@@ -10,6 +10,7 @@ import pytest
 from corekit import (
     AGENT,
     CLIENT,
+    announce,
     assert_accounting,
     audits,
     decoded,
@@ -358,14 +359,33 @@ def test_response_answers_only_once() -> None:
     assert sends(core.receive(AGENT, resp("a", 2), 0.0)) == []
 
 
-def test_duplicate_id_in_flight_is_refused() -> None:
-    """A request reusing an id still in flight is answered -32600, not forwarded."""
+def test_duplicate_id_in_flight_is_dropped_unanswered() -> None:
+    """A request reusing an id still in flight is neither forwarded nor answered (an answer
+    would be a second response to that id): dropped with an audit record; the id gets
+    exactly one answer, the agent's."""
     core = ProxyCore()
     core.receive(CLIENT, req(5, "_x"), 0.0)
     out = core.receive(CLIENT, req(5, "_y"), 0.0)
-    assert sends(out, AGENT) == []
-    body = decoded(sends(out, CLIENT)[0])
-    assert (body["id"], body["error"]["code"]) == (5, -32600)
+    assert sends(out) == []
+    assert audits(out, "request_dropped")[0].fields["id"] == 5
+    answer = resp(5, {})
+    assert sends(core.receive(AGENT, answer, 1.0), CLIENT) == [answer]
+    assert_accounting(core)
+
+
+def test_refused_mutation_reusing_an_id_in_flight_gets_no_second_answer() -> None:
+    """A refused request whose id is already in flight is dropped, not answered: the client
+    sees exactly one answer for that id."""
+    core = ProxyCore()
+    open_session(core, "P")
+    core.receive(AGENT, announce("P", "C"), 0.0)
+    core.receive(CLIENT, req(5, "session/prompt", {"sessionId": "P"}), 0.0)
+    out = core.receive(CLIENT, req(5, "session/prompt", {"sessionId": "C"}), 0.0)
+    assert sends(out) == []
+    assert events(out) == ["mutation_rejected", "request_dropped"]
+    answer = resp(5, {"stopReason": "end_turn"})
+    assert sends(core.receive(AGENT, answer, 1.0), CLIENT) == [answer]
+    assert_accounting(core)
 
 
 def test_max_pending_requests_is_enforced() -> None:

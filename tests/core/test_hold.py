@@ -422,13 +422,16 @@ def test_child_announced_after_its_traffic_timed_out_is_still_enforced() -> None
     assert_accounting(core)
 
 
-def test_announcement_naming_an_ordinary_session_stays_invalid() -> None:
-    """A session established by session/new cannot be re-declared a child."""
+def test_announcement_naming_an_ordinary_session_is_a_conflict_enforced() -> None:
+    """A session established by session/new and then announced as a child is registered as
+    a child (enforced) and audited as a conflict: when in doubt, enforce."""
     core = parent_core()
     open_session(core, "Q")
     out = core.receive(AGENT, announce("P", "Q"), 1.0)
-    assert "invalid_subagent_update" in events(out)
-    assert core.registry.child("Q") is None
+    assert events(out) == ["registry_conflict", "child_announced"]
+    assert core.registry.child("Q") is not None
+    refused = core.receive(CLIENT, req(9, "session/prompt", {"sessionId": "Q"}), 2.0)
+    assert sends(refused, AGENT) == []
 
 
 def test_max_sessions_expires_the_oldest_held_session() -> None:

@@ -96,18 +96,24 @@ def test_duplicate_content_key_in_announcement_still_registers_the_child() -> No
     assert "mutation_rejected" in events(out)
 
 
-def test_duplicate_content_key_in_a_batch_element_keeps_it_a_plain_message() -> None:
-    """A batch element with a repeated content key is handled like the same element alone."""
+def test_an_agent_batch_is_dropped_and_its_requests_answered() -> None:
+    """An agent array reaches nobody: it changes no state, each request element whose id can
+    be read is answered -32600 to the agent, and one audit record covers the batch."""
     core = ProxyCore()
     open_session(core, "P")
     elem = (
         b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"P","update":'
-        b'{"sessionUpdate":"subagent_update","sessionId":"C","_meta":{"k":1,"k":2}}}}'
+        b'{"sessionUpdate":"subagent_update","sessionId":"C"}}}'
     )
-    core.receive(AGENT, b"[" + elem + b"]", 0.0)
-    child = core.registry.child("C")
-    assert child is not None
-    assert child.meta == {"k": 2}
+    ask = b'{"jsonrpc":"2.0","id":"r1","method":"session/request_permission","params":{}}'
+    out = core.receive(AGENT, b"[" + elem + b"," + ask + b"]", 0.0)
+    assert core.registry.child("C") is None
+    assert sends(out, CLIENT) == []
+    [answer] = sends(out, AGENT)
+    assert (decoded(answer)["id"], decoded(answer)["error"]["code"]) == ("r1", -32600)
+    [rec] = audits(out, "batch_refused")
+    assert (rec.fields["count"], rec.fields["answered"]) == (2, 1)
+    assert_accounting(core)
 
 
 def _nested(depth: int) -> str:

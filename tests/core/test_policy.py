@@ -22,6 +22,8 @@ from corekit import (
     resp,
     sends,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_proxy.config import DEFAULT_CHILD_MUTATIONS, Config, EnforcementConfig
 from acp_proxy.core.engine import ProxyCore
@@ -29,7 +31,39 @@ from acp_proxy.core.policy import Rejection, check_mutation
 from acp_proxy.core.registry import Registry
 from acp_proxy.core.schema import view_subagent_update
 
-READ_ONLY = ["session/status", "session/list", "session/load", "session/resume", "session/fork"]
+#: Every client -> agent method in the v1 and v2 schemas (stable and unstable,
+#: @agentclientprotocol/sdk 2.4.0), plus v1's session/set_model.
+SCHEMA_CLIENT_METHODS = [
+    "initialize",
+    "authenticate",
+    "auth/login",
+    "auth/logout",
+    "auth/status",
+    "logout",
+    "providers/list",
+    "providers/set",
+    "providers/disable",
+    "mcp/message",
+    "session/new",
+    "session/load",
+    "session/list",
+    "session/delete",
+    "session/fork",
+    "session/archive",
+    "session/unarchive",
+    "session/status",
+    "session/set_title",
+    "session/resume",
+    "session/close",
+    "session/set_mode",
+    "session/set_model",
+    "session/set_config_option",
+    "session/prompt",
+    "session/cancel",
+    "tool_call/cancel",
+    "terminal/cancel",
+]
+READ_ONLY = ["session/status"]
 
 INIT = {
     1: (
@@ -143,33 +177,92 @@ def test_notification_decision_table(
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("method", READ_ONLY)
 def test_read_only_methods_always_pass_on_children(version: int, method: str) -> None:
-    """Reads (status, list, load, resume, fork) reach the agent for a child without capabilities."""
+    """Reads (session/status) reach the agent for a child without capabilities."""
     core = with_child(version, {"capabilities": None})
-    frame = req(7, method, {"sessionId": "C", "cwd": "/", "mcpServers": []})
+    frame = req(7, method, {"sessionId": "C"})
     out = core.receive(CLIENT, frame, 1.0)
     assert sends(out, AGENT) == [frame]
     assert sends(out, CLIENT) == []
 
 
-@pytest.mark.parametrize("method", sorted(DEFAULT_CHILD_MUTATIONS))
-def test_mutations_on_ordinary_sessions_pass(method: str) -> None:
-    """The mutation table only applies to children; the parent session is not restricted."""
+@pytest.mark.parametrize("method", SCHEMA_CLIENT_METHODS)
+def test_every_schema_method_is_refused_on_a_child_without_grants(method: str) -> None:
+    """Allowlist: any schema method naming a child without grants (reads aside) is refused;
+    the same message on an ordinary session is forwarded unchanged."""
     core = with_child(2, {"capabilities": None})
-    frame = req(9, method, params_for("P"))
-    assert sends(core.receive(CLIENT, frame, 1.0)) == [frame]
-    note = notif(method, params_for("P"))
-    assert sends(core.receive(CLIENT, note, 1.0)) == [note]
+    frame = req(7, method, {"sessionId": "C", "cwd": "/", "mcpServers": []})
+    out = core.receive(CLIENT, frame, 1.0)
+    if method in READ_ONLY:
+        assert sends(out, AGENT) == [frame]
+    else:
+        assert sends(out, AGENT) == []
+        [answer] = sends(out, CLIENT)
+        assert decoded(answer)["error"]["code"] == -32601
+        assert decoded(answer)["error"]["data"]["method"] == method
+    ordinary = req(8, method, {"sessionId": "P", "cwd": "/", "mcpServers": []})
+    assert sends(core.receive(CLIENT, ordinary, 1.0), AGENT) == [ordinary]
+    assert_accounting(core)
 
 
-def test_unlisted_and_extension_methods_pass_on_children() -> None:
-    """Methods outside the table (extensions included) are not enforced."""
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("method", ["session/load", "session/resume", "session/fork"])
+def test_load_resume_fork_of_a_child_are_refused_even_with_every_grant(
+    version: int, method: str
+) -> None:
+    """Direct child load and resume are not allowed and forking is a mutation: refused
+    even when the child advertises every capability key."""
+    caps = {"cancel": {}, "load": {}, "resume": {}, "fork": {}, "prompt": {}}
+    core = with_child(version, {"capabilities": caps})
+    out = core.receive(CLIENT, req(7, method, {"sessionId": "C", "cwd": "/"}), 1.0)
+    assert sends(out, AGENT) == []
+    [rec] = audits(out, "mutation_rejected")
+    assert rec.fields["reason"] == "not_allowed_on_child"
+    assert rec.fields["capability"] is None
+
+
+@given(
+    st.from_regex(r"(session|_[a-z]+|tool_call|x)/[a-z_]{1,12}", fullmatch=True).filter(
+        lambda m: m not in READ_ONLY and m not in DEFAULT_CHILD_MUTATIONS
+    )
+)
+@settings(max_examples=200)
+def test_generated_unknown_methods_are_refused_on_children(method: str) -> None:
+    """Methods the proxy has never heard of (future and extension methods) are refused on a
+    child, as request and as notification, and forwarded on an ordinary session."""
+    core = with_child(2, {"capabilities": {"cancel": {}}})
+    out = core.receive(CLIENT, req(3, method, {"sessionId": "C"}), 1.0)
+    assert sends(out, AGENT) == []
+    assert decoded(sends(out, CLIENT)[0])["id"] == 3
+    assert sends(core.receive(CLIENT, notif(method, {"sessionId": "C"}), 1.0)) == []
+    ok = notif(method, {"sessionId": "P"})
+    assert sends(core.receive(CLIENT, ok, 1.0)) == [ok]
+    assert_accounting(core)
+
+
+def test_methods_naming_no_session_and_cancel_request_pass() -> None:
+    """Methods without params.sessionId, and $/cancel_request, are not child mutations."""
     core = with_child(2, {})
     for frame in (
-        req(1, "_vendor/poke", {"sessionId": "C"}),
-        notif("_vendor/nudge", {"sessionId": "C"}),
-        req(2, "session/something_new", {"sessionId": "C"}),
+        req(1, "session/list", {}),
+        notif("$/cancel_request", {"requestId": 1}),
+        notif("$/cancel_request", {"requestId": 1, "sessionId": "C"}),
+        req(2, "_vendor/poke", {"target": "C"}),
     ):
         assert sends(core.receive(CLIENT, frame, 1.0)) == [frame]
+
+
+def test_meta_inside_capabilities_never_grants() -> None:
+    """A capability key `_meta` grants nothing, even when a config maps a method to it
+    (the config refuses that mapping; the registry refuses it too)."""
+    core = with_child(2, {"capabilities": {"_meta": {}}})
+    out = core.receive(CLIENT, req(1, "session/cancel", {"sessionId": "C"}), 1.0)
+    assert sends(out, AGENT) == []
+    reg = Registry()
+    reg.mark_known("P")
+    v = view_subagent_update({"sessionId": "C", "capabilities": {"_meta": {}}})
+    assert v is not None
+    reg.apply("P", v, 0.0)
+    assert check_mutation(reg, {"_x/y": "_meta"}, "_x/y", "C") is not None
 
 
 @pytest.mark.parametrize("rid", ["req-1", 0, -5, 2**80])
@@ -183,33 +276,41 @@ def test_rejection_uses_the_requests_own_id(rid: Any) -> None:
     assert type(body["id"]) is type(rid)
 
 
-def test_reject_code_and_table_come_from_config() -> None:
-    """reject_code and child_mutations are read from the config, not hard-coded."""
+def test_reject_code_and_tables_come_from_config() -> None:
+    """reject_code, child_mutations and child_read_only are read from the config."""
     cfg = Config(
-        enforcement=EnforcementConfig(reject_code=-32042, child_mutations={"_x/kill": "kill"})
+        enforcement=EnforcementConfig(
+            reject_code=-32042,
+            child_mutations={"_x/kill": "kill", "session/prompt": "prompt"},
+            child_read_only=["_x/peek"],
+        )
     )
-    core = with_child(2, {"capabilities": {"cancel": {}}}, cfg)
+    core = with_child(2, {"capabilities": {"cancel": {}, "prompt": {}}}, cfg)
     out = core.receive(CLIENT, req(1, "_x/kill", {"sessionId": "C"}), 1.0)
     assert decoded(sends(out, CLIENT)[0])["error"]["code"] == -32042
     prompt = req(2, "session/prompt", {"sessionId": "C"})
     assert sends(core.receive(CLIENT, prompt, 1.0), AGENT) == [prompt]
+    peek = req(3, "_x/peek", {"sessionId": "C"})
+    assert sends(core.receive(CLIENT, peek, 1.0), AGENT) == [peek]
+    status = req(4, "session/status", {"sessionId": "C"})  # no longer read-only here
+    assert sends(core.receive(CLIENT, status, 1.0), AGENT) == []
 
 
-def test_batch_cannot_smuggle_a_forbidden_mutation() -> None:
-    """Each batch element is enforced: allowed ones go through, forbidden ones are refused."""
-    core = with_child(2, {"capabilities": {"prompt": {}}})
+def test_batch_is_refused_whole() -> None:
+    """ACP uses no batches: a client array gets one -32600 (id null); nothing in it, not even
+    a permitted message, reaches the agent."""
+    core = with_child(2, {"capabilities": {"cancel": {}}})
     batch = [
-        {"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": "C"}},
-        {"jsonrpc": "2.0", "id": 2, "method": "session/cancel", "params": {"sessionId": "C"}},
         {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "C"}},
-        {"jsonrpc": "2.0", "id": 3, "method": "session/close", "params": {"sessionId": "C"}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "C"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": "P"}},
     ]
     out = core.receive(CLIENT, enc(batch), 1.0)
-    assert [decoded(d) for d in sends(out, AGENT)] == [batch[0]]
-    answers = [decoded(d) for d in sends(out, CLIENT)]
-    assert [(a["id"], a["error"]["code"]) for a in answers] == [(2, -32601), (3, -32601)]
-    assert events(out).count("mutation_rejected") == 3
-    assert events(out).count("notification_dropped") == 1
+    assert sends(out, AGENT) == []
+    [answer] = [decoded(d) for d in sends(out, CLIENT)]
+    assert answer["id"] is None
+    assert answer["error"]["code"] == -32600
+    assert "batch" in answer["error"]["message"]
     assert_accounting(core)
 
 
@@ -307,6 +408,9 @@ def test_check_mutation_unit() -> None:
     assert check_mutation(reg, table, "session/prompt", "P") is None
     assert check_mutation(reg, table, "session/cancel", "C") is None
     assert check_mutation(reg, table, "session/prompt", "C") == Rejection(
+        "C", "session/prompt", None, "not_allowed_on_child"
+    )
+    assert check_mutation(reg, {"session/prompt": "prompt"}, "session/prompt", "C") == Rejection(
         "C", "session/prompt", "prompt"
     )
     assert check_mutation(reg, table, "session/prompt", "U") is None

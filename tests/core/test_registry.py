@@ -267,13 +267,17 @@ def test_cycle_through_an_unknown_root_is_invalid() -> None:
     assert reg.ancestors("B") == ["A", "R"]
 
 
-def test_known_ordinary_session_cannot_become_a_child() -> None:
-    """A session the client knows as ordinary is never re-parented as a child."""
+def test_known_ordinary_session_announced_as_a_child_is_a_conflict() -> None:
+    """A session the client knows as ordinary, announced as a child, becomes a child
+    (enforced) and the outcome says it was a conflict."""
     reg = Registry()
     reg.mark_known("P")
     reg.mark_known("S")
-    assert reg.apply("P", view("S"), 0.0) is UpdateOutcome.INVALID
-    assert reg.child("S") is None
+    assert reg.apply("P", view("S"), 0.0) is UpdateOutcome.CONFLICT
+    child = reg.child("S")
+    assert child is not None
+    assert child.parent_id == "P"
+    assert not reg.is_ordinary("S")
 
 
 def test_existing_child_under_its_descendant_is_a_patch_not_a_cycle() -> None:
@@ -372,11 +376,13 @@ class RegistryMachine(RuleBasedStateMachine):
             UpdateOutcome.INVALID
         )
 
-    @rule(root=consumes(sessions))
-    def root_as_child_rejected(self, root: str) -> None:
-        assert self.reg.apply("elsewhere", view_subagent_update({"sessionId": root}), 0.0) is (
-            UpdateOutcome.INVALID
-        )
+    @rule(target=children, root=consumes(sessions))
+    def root_announced_is_a_conflict(self, root: str) -> str:
+        out = self.reg.apply("elsewhere", view_subagent_update({"sessionId": root}), 0.0)
+        assert out is UpdateOutcome.CONFLICT
+        self.model[root] = {attr: None for attr in ATTR.values()}
+        self.parents[root] = "elsewhere"
+        return root
 
     @staticmethod
     def _patch_model(rec: dict[str, Any], fields: dict[str, Any]) -> None:

@@ -70,10 +70,11 @@ def test_json_all_checks_pass(records: list[dict[str, Any]]) -> None:
 
 
 def test_forbidden_prompt_on_child_is_rejected(records: list[dict[str, Any]]) -> None:
-    """session/prompt on the capability-less child 2 gets -32601 with data.capability "prompt"."""
+    """session/prompt on the capability-less child 2 gets -32601 with data.capability null
+    (no capability grants a prompt on a child: an allowlist)."""
     error = next(m["error"] for m in _received(records) if m.get("id") == 4)
     assert error["code"] == -32601
-    assert error["data"]["capability"] == "prompt"
+    assert error["data"]["capability"] is None
     assert error["data"]["method"] == "session/prompt"
     child2 = error["data"]["sessionId"]
     agent_in = [r["message"] for r in records if r["type"] == "agent" and r["dir"] == "in"]

@@ -240,9 +240,9 @@ async def test_child_mutations_enforced_end_to_end(tmp_path: Path) -> None:
                 "id": 3,
                 "error": {
                     "code": -32601,
-                    "message": "acp-proxy: session/prompt is not permitted on child session "
-                    "'C1': its capabilities lack 'prompt'",
-                    "data": {"sessionId": "C1", "method": "session/prompt", "capability": "prompt"},
+                    "message": "acp-proxy: session/prompt refused on child session "
+                    "'C1': no child capability grants this method",
+                    "data": {"sessionId": "C1", "method": "session/prompt", "capability": None},
                 },
             }
             await agent_next_is_ping(proxy, agent)  # the refused prompt never reached the agent

@@ -88,9 +88,9 @@ async def test_ts_subagents_child_cancel_permitted(tmp_path: Path, ts_sdk_dir: P
     assert direct["childPrompt"]["code"] == -32002  # the agent's own answer
     assert proxied["childPrompt"] == {
         "code": -32601,
-        "message": f"acp-proxy: session/prompt is not permitted on child session {child!r}: "
-        "its capabilities lack 'prompt'",
-        "data": {"sessionId": child, "method": "session/prompt", "capability": "prompt"},
+        "message": f"acp-proxy: session/prompt refused on child session {child!r}: "
+        "no child capability grants this method",
+        "data": {"sessionId": child, "method": "session/prompt", "capability": None},
     }
     records = read_audit(audit)
     assert [(r["event"], r.get("sessionId")) for r in records if r["event"] != "child_updated"] == [
