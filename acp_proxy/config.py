@@ -145,12 +145,37 @@ class LimitsConfig:
         max_children: child sessions kept in the registry; an announcement
             beyond it is dropped (fail closed: the child's traffic is then held
             and expires, and client mutations on it are refused).
+        max_session_id_bytes: longest session id (UTF-8 bytes) the proxy
+            accepts in ``params.sessionId`` or ``params.update.sessionId``; a
+            message naming a longer one is refused (answered or dropped).
+        max_sessions: ordinary sessions remembered as known; beyond it the
+            oldest is forgotten (its later traffic is held again).
+        max_child_bytes: bytes of tracked fields kept per child (title,
+            description, capabilities, state, cwd, additional directories,
+            ``_meta``, as compact JSON); an update beyond it keeps only the
+            child's capabilities (and drops those too if they alone are
+            larger: fail closed, no grant).
+        max_registry_bytes: bytes of tracked fields over all children; an
+            announcement beyond it is dropped (fail closed), an update beyond
+            it is truncated as above.
+        max_dedup_bytes: bytes of state snapshots remembered for duplicate
+            removal (oldest channel forgotten first; a forgotten one only
+            means its next report is delivered).
+        max_pending_bytes: bytes of ids, methods and session ids of requests
+            in flight, per direction; a request beyond it is answered with an
+            error by the proxy.
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
     max_pending_requests: int = attrs.field(default=65536, validator=_positive)
     channel_messages: int = attrs.field(default=64, validator=_positive)
     max_children: int = attrs.field(default=10000, validator=_positive)
+    max_session_id_bytes: int = attrs.field(default=1024, validator=_positive)
+    max_sessions: int = attrs.field(default=4096, validator=_positive)
+    max_child_bytes: int = attrs.field(default=256 * 1024, validator=_positive)
+    max_registry_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
+    max_dedup_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
+    max_pending_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
 
 
 @attrs.frozen

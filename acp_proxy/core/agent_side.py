@@ -48,7 +48,7 @@ class AgentSide(EngineBase):
             if not self._track(_AGENT, m, out):
                 return
             if self._closed[_CLIENT] is not None:
-                self._pending[_AGENT].pop(m.id, None)
+                self._untrack(_AGENT, m.id)
                 self._answer(
                     out, _AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[_CLIENT]}"
                 )
@@ -145,7 +145,7 @@ class AgentSide(EngineBase):
         Returns:
             False when ``m`` is not such a request (nothing done).
         """
-        if m.kind is not _REQUEST or self._pending[_AGENT].pop(m.id, None) is None:
+        if m.kind is not _REQUEST or self._untrack(_AGENT, m.id) is None:
             return False
         self._audit(
             out, "request_dropped", _AGENT, sessionId=sid, method=m.method, id=m.id, reason=reason
@@ -258,7 +258,7 @@ class AgentSide(EngineBase):
                                 "repeats the last state_update",
                             )
                             return []
-                        self.dedup.delivered(channel, snapshot)
+                        self.dedup.delivered(channel, snapshot, len(m.raw))
         self._forward(out, _CLIENT, m.raw)
         return []
 
@@ -315,11 +315,28 @@ class AgentSide(EngineBase):
         ):
             return self._duplicate_mirror(m, upd, parent, existing.parent_id, now, out)
         outcome = reg.apply(parent, view, now)
+        if reg.truncated_last:
+            self._audit(
+                out,
+                "registry_limit",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                reason="tracked fields over limits.max_child_bytes / max_registry_bytes: "
+                "only capabilities kept (none if they alone are over)",
+            )
         if outcome is UpdateOutcome.REFUSED or outcome is UpdateOutcome.INVALID:
             reg.deny(cid)  # fail closed: mutations naming it are refused
         if outcome is UpdateOutcome.REFUSED:
-            limit = self.config.limits.max_children
-            self._drop(out, m, _AGENT, "notification_dropped", f"limits.max_children ({limit})")
+            limits = self.config.limits
+            self._drop(
+                out,
+                m,
+                _AGENT,
+                "notification_dropped",
+                f"limits.max_children ({limits.max_children}) or "
+                f"limits.max_registry_bytes ({limits.max_registry_bytes})",
+            )
             return []
         if outcome is UpdateOutcome.INVALID:
             self._audit(
@@ -333,7 +350,7 @@ class AgentSide(EngineBase):
             self._forward(out, _CLIENT, m.raw)
             return []
         if self._dedup_on and view.state is not UNSET:
-            self.dedup.delivered(("mirror", cid), mirror)
+            self.dedup.delivered(("mirror", cid), mirror, len(m.raw))
         child = reg.child(cid)
         assert child is not None
         self._forward(out, _CLIENT, m.raw)

@@ -47,7 +47,7 @@ class ClientSide(EngineBase):
             gone = self._closed[_AGENT]
             if gone is not None:
                 if kind is _REQUEST:
-                    self._pending[_CLIENT].pop(m.id, None)
+                    self._untrack(_CLIENT, m.id)
                     self._answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
                 else:
                     self._drop(out, m, _CLIENT, "notification_dropped", gone)

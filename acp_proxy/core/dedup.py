@@ -20,10 +20,21 @@ _UNCONFIRMED = object()
 
 
 class StateDedup:
-    """Last-delivered snapshot per channel."""
+    """Last-delivered snapshot per channel, bounded in bytes.
 
-    def __init__(self) -> None:
+    Args:
+        max_bytes: bytes of snapshots remembered (each counted as the size of
+            the message that carried it, an upper bound); beyond it the least
+            recently delivered channels are forgotten, so their next report is
+            delivered (never wrongly dropped).
+    """
+
+    def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
         self._last: dict[Channel, Any] = {}
+        self._sizes: dict[Channel, int] = {}
+        self.max_bytes = max_bytes
+        #: Bytes currently remembered.
+        self.nbytes = 0
 
     def is_duplicate(self, channel: Channel, snapshot: Any) -> bool:
         """True when ``snapshot`` equals the last one delivered on ``channel``.
@@ -41,21 +52,34 @@ class StateDedup:
         """The last snapshot delivered on ``channel``, or ``None``."""
         return self._last.get(channel)
 
-    def delivered(self, channel: Channel, snapshot: Any) -> None:
-        """Records ``snapshot`` as delivered on ``channel`` (``None`` resets it)."""
-        if snapshot is None:
-            self._last.pop(channel, None)
-        else:
-            self._last[channel] = snapshot
+    def delivered(self, channel: Channel, snapshot: Any, nbytes: int = 0) -> None:
+        """Records ``snapshot`` as delivered on ``channel`` (``None`` resets it).
+
+        Args:
+            channel: the channel.
+            snapshot: a decoded JSON value, or ``None``.
+            nbytes: its size in bytes (the carrying message's length will do).
+        """
+        self._forget(channel)
+        if snapshot is None or nbytes > self.max_bytes:
+            return
+        self._last[channel] = snapshot
+        self._sizes[channel] = nbytes
+        self.nbytes += nbytes
+        while self.nbytes > self.max_bytes:
+            self._forget(next(iter(self._last)))
+
+    def _forget(self, channel: Channel) -> None:
+        if self._last.pop(channel, _UNCONFIRMED) is not _UNCONFIRMED:
+            self.nbytes -= self._sizes.pop(channel)
 
     def reset_session(self, session_id: str, descendant_ids: list[str]) -> None:
         """Starts a new epoch for ``session_id`` and its descendants (a load or
         resume request or response, a close): their own channels and their
         mirrors are forgotten, so the next report is delivered even if it repeats."""
-        last = self._last
         for sid in (session_id, *descendant_ids):
-            last.pop(("self", sid), None)
-            last.pop(("mirror", sid), None)
+            self._forget(("self", sid))
+            self._forget(("mirror", sid))
 
     def __len__(self) -> int:
         return len(self._last)

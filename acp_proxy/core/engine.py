@@ -25,6 +25,7 @@ from acp_proxy.core.framing import Lines
 from acp_proxy.core.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS
 from acp_proxy.core.jsonrpc import (
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     Message,
     canonical,
@@ -386,7 +387,7 @@ class ProxyCore(ClientSide, AgentSide):
                 self._expire(ev, now, out)
         waiting = peer.other
         pending = self._pending[waiting]
-        for rid, (method, sid) in list(pending.items()):
+        for rid, (method, sid, _cost) in list(pending.items()):
             out.append(
                 Send(
                     waiting,
@@ -399,6 +400,7 @@ class ProxyCore(ClientSide, AgentSide):
                 )
             )
         pending.clear()
+        self._pending_bytes[waiting] = 0
         return out
 
     def pending_requests(self, requester: Peer) -> int:
@@ -431,6 +433,33 @@ class ProxyCore(ClientSide, AgentSide):
 
     # ------------------------------------------------------------ dispatch
 
+    def _long_session_id(self, params: dict[str, Any]) -> bool:
+        """True when ``params.sessionId`` or ``params.update.sessionId`` is a string
+        longer than ``limits.max_session_id_bytes`` (state keyed by session ids stays
+        bounded in bytes)."""
+        limit = self._max_sid
+        upd = params.get("update")
+        for sid in (params.get("sessionId"), upd.get("sessionId") if type(upd) is dict else None):
+            if (
+                type(sid) is str
+                and len(sid) > limit // 4
+                and (len(sid) > limit or len(sid.encode("utf-8", "surrogatepass")) > limit)
+            ):
+                return True
+        return False
+
+    def _too_long(self, source: Peer, m: Message, out: list[Action]) -> None:
+        """Refuses a message naming a session id over the limit (answered or dropped)."""
+        reason = f"session id longer than limits.max_session_id_bytes ({self._max_sid})"
+        if source is _AGENT:
+            self._refuse(m, out, reason)
+            return
+        if m.kind is _REQUEST:
+            self._audit(out, "invalid_message", source, id=m.id, method=m.method, reason=reason)
+            self._answer(out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {reason}")
+        else:
+            self._drop(out, m, source, "invalid_message", reason)
+
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
         n = self._n
         n["accepted"] += 1
@@ -438,6 +467,8 @@ class ProxyCore(ClientSide, AgentSide):
         try:
             if m.kind is _INVALID:
                 self._invalid(source, m, out)
+            elif m.params is not None and self._long_session_id(m.params):
+                self._too_long(source, m, out)
             elif m.ambiguous:
                 self._ambiguous(source, m, out)
             elif source is _CLIENT:
@@ -455,7 +486,7 @@ class ProxyCore(ClientSide, AgentSide):
                 return
             out.append(Report("warning", f"client sent a message {reason}, refused"))
             if m.kind is _REQUEST:
-                self._pending[_CLIENT].pop(m.id, None)  # it never reaches the agent
+                self._untrack(_CLIENT, m.id)  # it never reaches the agent
                 self._audit(out, "invalid_message", source, id=m.id, reason=reason)
                 self._answer(out, _CLIENT, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
             else:

@@ -45,18 +45,28 @@ class EngineBase(abc.ABC):
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
-        self.registry = Registry(self.config.limits.max_children)
+        limits = self.config.limits
+        self.registry = Registry(
+            limits.max_children,
+            max_sessions=limits.max_sessions,
+            max_child_bytes=limits.max_child_bytes,
+            max_registry_bytes=limits.max_registry_bytes,
+        )
         self._known = self.registry.known  # the same set, one attribute lookup less
         self.hold = HoldBuffer(self.config.hold)
-        self.dedup = StateDedup()
+        self.dedup = StateDedup(limits.max_dedup_bytes)
+        self._max_sid = limits.max_session_id_bytes
+        self._max_pending_bytes = limits.max_pending_bytes
+        # requester -> bytes of ids, methods and session ids in flight
+        self._pending_bytes: dict[Peer, int] = {_CLIENT: 0, _AGENT: 0}
         self._mutations = self.config.enforcement.child_mutations
         self._read_only = frozenset(self.config.enforcement.child_read_only)
         # v1: did the client advertise clientCapabilities.subagents?
         self.client_subagents = False
         self._dedup_on = self.config.dedup.state_reports
         self._max_pending = self.config.limits.max_pending_requests
-        # requester -> {id: (method, sessionId)} of requests in flight
-        self._pending: dict[Peer, dict[Any, tuple[str, Any]]] = {_CLIENT: {}, _AGENT: {}}
+        # requester -> {id: (method, sessionId, bytes)} of requests in flight
+        self._pending: dict[Peer, dict[Any, tuple[str, Any, int]]] = {_CLIENT: {}, _AGENT: {}}
         self._closed: dict[Peer, str | None] = {_CLIENT: None, _AGENT: None}
         self.protocol_version: int | None = None
         self._n = {
@@ -156,14 +166,29 @@ class EngineBase(abc.ABC):
                 f"request id {m.id!r} is already in flight (an answer would be its second)",
             )
             return False
+        method = m.method or ""
+        sid = m.session_id
+        rid = m.id
+        id_bytes = len(rid) if type(rid) is str else int(rid or 0).bit_length() // 3 + 2
+        cost = id_bytes + len(method) + (len(sid) if sid is not None else 0)
         if len(pending) >= self._max_pending:
             reason = f"more than limits.max_pending_requests ({self._max_pending}) in flight"
+        elif self._pending_bytes[requester] + cost > self._max_pending_bytes:
+            reason = f"more than limits.max_pending_bytes ({self._max_pending_bytes}) in flight"
         else:
-            pending[m.id] = (m.method or "", m.session_id)
+            pending[m.id] = (method, sid, cost)
+            self._pending_bytes[requester] += cost
             return True
         self._audit(out, "invalid_message", requester, id=m.id, method=m.method, reason=reason)
         self._answer(out, requester, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
         return False
+
+    def _untrack(self, requester: Peer, rid: Any) -> tuple[str, Any, int] | None:
+        """Forgets a request of ``requester`` in flight; returns its entry, or ``None``."""
+        entry = self._pending[requester].pop(rid, None)
+        if entry is not None:
+            self._pending_bytes[requester] -= entry[2]
+        return entry
 
     def _response(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
         """A response from ``source`` to a request of the other peer."""
@@ -173,8 +198,8 @@ class EngineBase(abc.ABC):
         if m.id is None:  # error response to something unreadable: pass it on
             self._forward(out, to, m.raw)
             return
-        entry = self._pending[to].pop(m.id, _MISSING)
-        if entry is _MISSING:
+        entry = self._untrack(to, m.id)
+        if entry is None:
             self._drop(out, m, source, "unknown_response", f"no request with id {m.id!r} in flight")
             return
         self._forward(out, to, m.raw)
@@ -190,7 +215,9 @@ class EngineBase(abc.ABC):
                 self._closed_session(entry[1], out)
             elif method in _CREATES_SESSION and isinstance(result, dict):
                 sid = result.get("sessionId")
-                if type(sid) is str and self.registry.mark_known(sid):
+                if type(sid) is str and len(sid) > self._max_sid:
+                    pass  # never known: its traffic is held and expires
+                elif type(sid) is str and self.registry.mark_known(sid):
                     self._release(sid, now, out, f"{method} response")
             elif method == "initialize" and isinstance(result, dict):
                 pv = result.get("protocolVersion")

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from acp_proxy.core.jsonrpc import dumps
 from acp_proxy.core.patch import UNSET, apply_patch, merge_meta, meta_patch_is_noop
 from acp_proxy.core.schema import SubagentUpdate
 
@@ -46,6 +47,9 @@ class Child:
         fresh: False while the child's grants are revoked by a load or
             resume of an ancestor (until its re-announcement after the
             response); a stale child permits no mutation.
+        nbytes: bytes of the tracked fields, as compact JSON.
+        truncated: True once the tracked fields outgrew a byte bound and all
+            but ``capabilities`` were dropped.
     """
 
     session_id: str
@@ -59,6 +63,8 @@ class Child:
     additional_directories: list[str] | None = None
     meta: dict[str, Any] | None = None
     fresh: bool = True
+    nbytes: int = 0
+    truncated: bool = False
 
     def permits(self, capability: str) -> bool:
         """True when the child is fresh and ``capabilities`` holds ``capability``
@@ -90,10 +96,27 @@ class Registry:
     buffer asks :meth:`is_known` before delivering agent traffic.
     """
 
-    def __init__(self, max_children: int = 10000) -> None:
+    def __init__(
+        self,
+        max_children: int = 10000,
+        *,
+        max_sessions: int = 4096,
+        max_child_bytes: int = 256 * 1024,
+        max_registry_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
         self.max_children = max_children
+        self.max_sessions = max_sessions
+        self.max_child_bytes = max_child_bytes
+        self.max_registry_bytes = max_registry_bytes
         self.known: set[str] = set()
         self.children: dict[str, Child] = {}
+        # Ordinary sessions in the order they became known; the oldest beyond
+        # max_sessions are forgotten.
+        self.ordinary: dict[str, None] = {}
+        #: Bytes of tracked fields over all children.
+        self.nbytes = 0
+        #: True when the last :meth:`apply` truncated the child's fields.
+        self.truncated_last = False
         # Known without being established as an ordinary session or a child:
         # held traffic released by hold.on_expire = "release". A later
         # announcement may still make such a session a child. Insertion
@@ -126,6 +149,8 @@ class Registry:
         """
         if not provisional:
             self.provisional.pop(session_id, None)
+            if session_id not in self.children:
+                self._remember_ordinary(session_id)
         if session_id in self.known:
             return False
         self.known.add(session_id)
@@ -136,6 +161,16 @@ class Registry:
                 del self.provisional[oldest]
                 self.known.discard(oldest)  # its later traffic is held again
         return True
+
+    def _remember_ordinary(self, session_id: str) -> None:
+        ordinary = self.ordinary
+        ordinary.pop(session_id, None)
+        ordinary[session_id] = None
+        while len(ordinary) > self.max_sessions:
+            oldest = next(iter(ordinary))
+            del ordinary[oldest]
+            if oldest not in self.children and oldest not in self.opening:
+                self.known.discard(oldest)  # its later traffic is held again
 
     def is_ordinary(self, session_id: str) -> bool:
         """True for a session created, loaded or resumed (and answered) as ordinary."""
@@ -194,6 +229,8 @@ class Registry:
         if ok:
             self.provisional.pop(session_id, None)
             entry[1] = False  # established: an error to another request forgets nothing
+            if session_id not in self.children:
+                self._remember_ordinary(session_id)
         if entry[0] > 0:
             return
         del self.opening[session_id]
@@ -236,7 +273,7 @@ class Registry:
         """
         gone = self.descendants(session_id)
         for cid in gone:
-            del self.children[cid]
+            self.nbytes -= self.children.pop(cid).nbytes
             self.known.discard(cid)
             self.deny(cid)
         return gone
@@ -293,26 +330,51 @@ class Registry:
         """
         sid = view.session_id
         c = self.children.get(sid)
+        self.truncated_last = False
         history = self.in_history(parent_id if c is None else c.parent_id)
         if c is None:
             if sid == parent_id or sid in self.ancestors(parent_id):
                 return UpdateOutcome.INVALID
             if len(self.children) >= self.max_children:
                 return UpdateOutcome.REFUSED
+            c = Child(session_id=sid, parent_id=parent_id, announced_at=now, fresh=not history)
+            self._patch(c, view)
+            size = min(_fields_bytes(c), self.max_child_bytes)
+            if self.nbytes + size > self.max_registry_bytes:
+                return UpdateOutcome.REFUSED
+            self._account(c)
             conflict = sid in self.known
             self.provisional.pop(sid, None)
             self.denied.pop(sid, None)
-            c = Child(session_id=sid, parent_id=parent_id, announced_at=now, fresh=not history)
-            self._patch(c, view)
+            self.ordinary.pop(sid, None)
             self.children[sid] = c
             self.known.add(sid)
             return UpdateOutcome.CONFLICT if conflict else UpdateOutcome.ANNOUNCED
         changed = self.would_change(view) or (view.state is not UNSET and view.state != c.state)
         self._patch(c, view)
+        self._account(c)
         if not history and view.capabilities is not UNSET and not c.fresh:
             c.fresh = True
             changed = True
         return UpdateOutcome.UPDATED if changed else UpdateOutcome.UNCHANGED
+
+    def _account(self, c: Child) -> None:
+        """Keeps ``c`` within ``max_child_bytes`` and the registry within
+        ``max_registry_bytes`` (fail closed: capabilities go last, and with them
+        every grant)."""
+        old = c.nbytes
+        size = _fields_bytes(c)
+        if size > self.max_child_bytes or self.nbytes - old + size > self.max_registry_bytes:
+            c.title = c.description = c.cwd = None
+            c.state = c.meta = c.additional_directories = None
+            c.truncated = True
+            self.truncated_last = True
+            size = _fields_bytes(c)
+            if size > self.max_child_bytes or self.nbytes - old + size > self.max_registry_bytes:
+                c.capabilities = None
+                size = 0
+        self.nbytes += size - old
+        c.nbytes = size
 
     @staticmethod
     def _patch(c: Child, view: SubagentUpdate) -> None:
@@ -325,3 +387,24 @@ class Registry:
             c.additional_directories, view.additional_directories
         )
         c.meta = merge_meta(c.meta, view.meta)
+
+
+def _fields_bytes(c: Child) -> int:
+    """Bytes of ``c``'s tracked fields as compact JSON (a field too deep or out of
+    range to write counts as larger than any bound)."""
+    n = 0
+    for value in (
+        c.title,
+        c.description,
+        c.capabilities,
+        c.state,
+        c.cwd,
+        c.additional_directories,
+        c.meta,
+    ):
+        if value is not None:
+            try:
+                n += len(dumps(value))
+            except (ValueError, RecursionError):
+                return 1 << 62
+    return n
