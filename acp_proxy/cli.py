@@ -178,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.exception("internal error")
         return 1
     finally:
+        from acp_proxy.shell import flush_log_summaries
+
+        flush_log_summaries(everything=True)
         if audit is not None:
             audit.close()
 

@@ -25,7 +25,7 @@ import trio
 from acp_proxy.core.actions import Action, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.framing import Lines, Oversize, Partial
-from acp_proxy.shell import AuditSink, CoreTimer, coalesce, route_actions
+from acp_proxy.shell import AuditSink, CoreTimer, coalesce, flush_log_summaries, route_actions
 from acp_proxy.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["AuditSink", "Relay", "RelayResult"]
@@ -148,6 +148,7 @@ class Relay:
                 await self._channels[Peer.CLIENT][0].send(None)
                 await self._client_flushed.wait()
             nursery.cancel_scope.cancel()
+        flush_log_summaries(everything=True)  # the counts of rate-limited log lines
         return RelayResult(status, self._client_closed_first)
 
     # ------------------------------------------------------------ plumbing

@@ -13,9 +13,19 @@ from typing import Protocol
 
 import trio
 
+from acp_proxy.audit import Throttle, preview
 from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
 
-__all__ = ["MAX_COALESCE", "AuditSink", "CoreTimer", "coalesce", "route_actions"]
+__all__ = [
+    "LOG_LINE_LIMIT",
+    "LOG_THROTTLE",
+    "MAX_COALESCE",
+    "AuditSink",
+    "CoreTimer",
+    "coalesce",
+    "flush_log_summaries",
+    "route_actions",
+]
 
 log = logging.getLogger("acp_proxy")
 
@@ -35,15 +45,54 @@ class AuditSink(Protocol):
         """Records one audit event (must not block for long)."""
 
 
+#: characters kept of one log line written for the core (a report, a debug audit line)
+LOG_LINE_LIMIT = 300
+
+#: the proxy's own log lines per kind (a report's text up to its first ":", or
+#: "audit <event>") and second before the rest are only counted; process-wide,
+#: as stderr is. :func:`flush_log_summaries` says how many were suppressed.
+LOG_THROTTLE = Throttle(burst=10, window_seconds=1.0)
+
+
 def _brief(fields: dict[str, object]) -> str:
-    return " ".join(f"{k}={v!r}" for k, v in fields.items() if v is not None and k != "content")
+    """``k=v`` pairs, each value a bounded preview (never a full repr of peer data)."""
+    return " ".join(
+        f"{k}={preview(v, 80)}" for k, v in fields.items() if v is not None and k != "content"
+    )
+
+
+def _cut(text: str) -> str:
+    if len(text) <= LOG_LINE_LIMIT:
+        return text
+    return f"{text[:LOG_LINE_LIMIT]}...({len(text)} chars)"
+
+
+def flush_log_summaries(everything: bool = False) -> None:
+    """Logs one line per kind whose window ended with suppressed lines (all: ``everything``)."""
+    for kind, count, seconds in LOG_THROTTLE.summaries(everything):
+        log.warning("%d more log lines like %r suppressed in %.1fs", count, kind, seconds)
+
+
+def _log_report(a: Report) -> None:
+    text = a.text if type(a.text) is str else preview(a.text)
+    flush_log_summaries()
+    if LOG_THROTTLE.allow(text.split(":", 1)[0][:60]):
+        log.log(_LEVELS.get(a.level, logging.WARNING), "%s", _cut(text))
+
+
+def _log_audit(a: Audit) -> None:
+    flush_log_summaries()
+    if LOG_THROTTLE.allow(f"audit {a.event}"):
+        log.debug("%s", _cut(f"{a.event} {a.direction or ''} {_brief(a.fields)}"))
 
 
 def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, list[bytes]]:
     """Carries out audit and report actions; returns the sends grouped by peer.
 
     Audit records go to ``audit`` (and, at debug level, to the log); reports
-    go to the log at their level. Sends keep their order within each peer.
+    go to the log at their level, each line cut to :data:`LOG_LINE_LIMIT`
+    characters and rate-limited per kind (:data:`LOG_THROTTLE`). Sends keep
+    their order within each peer.
 
     Args:
         actions: the core's actions, in order.
@@ -63,9 +112,9 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
             if audit is not None:
                 audit.write(a)
             if debug:
-                log.debug("%s %s %s", a.event, a.direction or "", _brief(a.fields))
+                _log_audit(a)
         elif type(a) is Report:
-            log.log(_LEVELS.get(a.level, logging.WARNING), "%s", a.text)
+            _log_report(a)
     batch: dict[Peer, list[bytes]] = {}
     if to_client:
         batch[_CLIENT] = to_client
