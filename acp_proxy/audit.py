@@ -17,7 +17,7 @@ Two promises, whatever a peer put in a record:
   "suppressed": N}`` record per kind and window says how many, written when
   the window has passed (at the next record, or at :meth:`AuditLog.close`).
   Life-cycle events (:data:`UNTHROTTLED`) always pass and first write every
-  pending summary. The core's counters are not affected: every drop is
+  pending summary; enforcement decisions (:data:`NEVER_SUPPRESSED`) always pass. The core's counters are not affected: every drop is
   still counted there.
 """
 
@@ -37,6 +37,7 @@ __all__ = [
     "FIELD_LIMIT",
     "MAX_DEPTH",
     "MAX_ITEMS",
+    "NEVER_SUPPRESSED",
     "UNTHROTTLED",
     "AuditLog",
     "Throttle",
@@ -56,6 +57,11 @@ MAX_ITEMS = 32
 #: events never throttled (one per connection or peer)
 UNTHROTTLED = frozenset(
     {"peer_closed", "connection_opened", "connection_closed", "connection_rejected"}
+)
+#: Enforcement decisions: one record each, never suppressed (a record per decision
+#: is bounded by the input: a refused message is at least as long as its method).
+NEVER_SUPPRESSED = frozenset(
+    {"mutation_rejected", "registry_conflict", "grants_revoked", "children_retired"}
 )
 
 _ID_KEYS = frozenset({"id", "requestId"})
@@ -325,6 +331,8 @@ class AuditLog:
         try:
             if record.event in UNTHROTTLED:
                 self.flush_summaries(everything=True)
+            elif record.event in NEVER_SUPPRESSED:
+                self.flush_summaries()
             else:
                 self.flush_summaries()
                 if not self.throttle.allow((record.event, record.direction)):

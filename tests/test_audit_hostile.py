@@ -309,3 +309,18 @@ async def test_a_real_proxy_writes_less_than_a_flood_of_invalid_input(tmp_path: 
     )
     assert counted == 20_000
     assert done.stdout.count(b"\n") == 20_000  # every invalid client line still answered
+
+
+def test_enforcement_decisions_are_never_suppressed() -> None:
+    """A flood of refused mutations writes one mutation_rejected record per decision (the
+    throttle counts other kinds, never these)."""
+    clock = FakeClock()
+    stream = io.StringIO()
+    log = AuditLog(stream, throttle=Throttle(clock=clock))
+    for i in range(500):
+        log.write(Audit("mutation_rejected", "client->agent", {"sessionId": "C", "id": i}))
+        log.write(Audit("invalid_message", "client->agent", {"id": i}))
+    log.flush_summaries(everything=True)
+    records = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [r["id"] for r in records if r["event"] == "mutation_rejected"] == list(range(500))
+    assert sum(r["event"] == "invalid_message" for r in records) == 10
