@@ -17,8 +17,9 @@ Two promises, whatever a peer put in a record:
   "suppressed": N}`` record per kind and window says how many, written when
   the window has passed (at the next record, or at :meth:`AuditLog.close`).
   Life-cycle events (:data:`UNTHROTTLED`) always pass and first write every
-  pending summary; enforcement decisions (:data:`NEVER_SUPPRESSED`) always pass. The core's counters are not affected: every drop is
-  still counted there.
+  pending summary; enforcement decisions (:data:`NEVER_SUPPRESSED`) always
+  pass. The core's counters are not affected: every drop is still counted
+  there.
 """
 
 from __future__ import annotations
