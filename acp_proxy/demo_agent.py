@@ -13,6 +13,14 @@ agents do, so that the proxy has something to fix:
   repeats their state mirrors unchanged (duplicates), then changes one state
   and ends the turn.
 - ``session/cancel`` on a child: reports the child idle (``cancelled``).
+- ``session/resume`` of a session: replays its children's announcements, each
+  with its complete metadata and ``capabilities`` (history: sent *before* the
+  response), sends the session's current ``state_update`` (as the v2 schema
+  asks, before the response) and answers ``{}``. It re-announces the
+  children only when work resumes: the next ``session/prompt`` on that
+  session starts with a ``subagent_update`` per child carrying its complete
+  current ``capabilities`` (after the response, so they grant again). Until
+  then the children's grants stay revoked, which the demo shows.
 
 Every request gets an answer (unknown methods: ``-32601``). When the
 environment variable ``ACP_PROXY_DEMO_AGENT_LOG`` names a file, every message
@@ -63,6 +71,11 @@ class DemoAgent:
         self._version: int = 2
         self._sessions: list[str] = []
         self._children: dict[str, str] = {}  # child -> parent
+        # child -> its announcement fields as last sent: {"title", "description",
+        # "capabilities" (an object; {} permits nothing), "state" (a snapshot)}
+        self._info: dict[str, JsonObj] = {}
+        # sessions resumed whose children have not been re-announced since
+        self._resumed: set[str] = set()
         self._prompts = 0
 
     # ------------------------------------------------------------- output
@@ -146,6 +159,8 @@ class DemoAgent:
             self._result(rid, {"sessionId": sid})
         elif method == "session/prompt":
             self._prompt(rid, params.get("sessionId"))
+        elif method == "session/resume":
+            self._resume(rid, params.get("sessionId"))
         else:
             self._error(rid, -32601, f"method not found: {method}")
 
@@ -160,6 +175,9 @@ class DemoAgent:
         if sid not in self._sessions:
             self._error(rid, -32002, f"session not found: {sid!r}")
             return
+        if sid in self._resumed and self._children_of(sid):
+            self._continue(rid, sid, user_message)
+            return
         running = {"sessionUpdate": "state_update", "state": "running"}
         self._update(sid, running)
         self._update(sid, dict(running), "duplicate")
@@ -169,28 +187,30 @@ class DemoAgent:
             SEARCH, _text_chunk("m-search-1", "Searching the docs for session/new..."), "early"
         )
         self._children.update({SEARCH: sid, REVIEW: sid})
+        self._info[SEARCH] = {
+            "title": "Search the docs",
+            "description": "Finds the session API in the reference",
+            "capabilities": {"cancel": {}},
+            "state": {"state": "running"},
+        }
+        self._info[REVIEW] = {
+            "title": "Review the patch",
+            "description": "Reads the diff and lists problems",
+            "capabilities": {},
+            "state": {"state": "running"},
+        }
         self._update(
             sid,
             {
                 "sessionUpdate": "subagent_update",
                 "sessionId": SEARCH,
-                "title": "Search the docs",
-                "description": "Finds the session API in the reference",
-                "capabilities": {"cancel": {}},
-                "state": {"state": "running"},
+                **self._info[SEARCH],
                 "_meta": {"demo.example/role": "researcher"},
             },
         )
-        self._update(
-            sid,
-            {
-                "sessionUpdate": "subagent_update",
-                "sessionId": REVIEW,
-                "title": "Review the patch",
-                "description": "Reads the diff and lists problems",
-                "state": {"state": "running"},
-            },
-        )
+        # Announced without capabilities: it permits nothing.
+        announce = {k: v for k, v in self._info[REVIEW].items() if k != "capabilities"}
+        self._update(sid, {"sessionUpdate": "subagent_update", "sessionId": REVIEW, **announce})
         self._update(REVIEW, _text_chunk("m-review-1", "Found 2 problems in the diff."))
         # Mirrors repeating the children's last state: duplicates.
         for child in (SEARCH, REVIEW):
@@ -204,12 +224,13 @@ class DemoAgent:
                 "duplicate",
             )
         # A real state change.
+        self._info[REVIEW]["state"] = {"state": "idle", "stopReason": "end_turn"}
         self._update(
             sid,
             {
                 "sessionUpdate": "subagent_update",
                 "sessionId": REVIEW,
-                "state": {"state": "idle", "stopReason": "end_turn"},
+                "state": self._info[REVIEW]["state"],
             },
         )
         self._update(
@@ -219,6 +240,47 @@ class DemoAgent:
             sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
         )
         self._prompt_result(rid, user_message)
+
+    def _resume(self, rid: Any, sid: Any) -> None:
+        """``session/resume``: the children's history, the current state, ``{}``."""
+        if sid in self._children:
+            # Only reached if a proxy lets a forbidden resume of a child through.
+            self._result(rid, {})
+            return
+        if sid not in self._sessions:
+            self._error(rid, -32002, f"session not found: {sid!r}")
+            return
+        # Replayed history: each child as it was last reported, capabilities included.
+        for child in self._children_of(sid):
+            self._update(
+                sid, {"sessionUpdate": "subagent_update", "sessionId": child, **self._info[child]}
+            )
+        # The current state (idle between turns), before the response as the v2 schema asks.
+        self._update(
+            sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+        )
+        self._resumed.add(sid)
+        self._result(rid, {})
+
+    def _continue(self, rid: Any, sid: str, user_message: str) -> None:
+        """The first prompt after a resume: re-announces every child with its complete
+        current capabilities (search running again), then ends the turn."""
+        self._resumed.discard(sid)
+        self._update(sid, {"sessionUpdate": "state_update", "state": "running"})
+        if self._children.get(SEARCH) == sid:
+            self._info[SEARCH]["state"] = {"state": "running"}
+        for child in self._children_of(sid):
+            self._update(
+                sid, {"sessionUpdate": "subagent_update", "sessionId": child, **self._info[child]}
+            )
+        self._update(sid, _text_chunk("m-resumed", "Picking the search up where it stopped."))
+        self._update(
+            sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+        )
+        self._prompt_result(rid, user_message)
+
+    def _children_of(self, sid: str) -> list[str]:
+        return [c for c, parent in self._children.items() if parent == sid]
 
     def _prompt_result(self, rid: Any, user_message: str) -> None:
         if self._version == 1:
@@ -231,6 +293,8 @@ class DemoAgent:
         if not isinstance(sid, str) or sid not in self._children:
             return
         idle = {"state": "idle", "stopReason": "cancelled"}
+        if sid in self._info:
+            self._info[sid]["state"] = dict(idle)
         self._update(sid, {"sessionUpdate": "state_update", **idle})
         self._update(
             self._children[sid],

@@ -13,7 +13,13 @@ What the proxy is shown doing (see :mod:`acp_proxy.demo_agent`):
 - registering child sessions announced with ``subagent_update``;
 - removing duplicate state reports;
 - letting a permitted ``session/cancel`` reach a child, and answering a
-  forbidden ``session/prompt`` on a child itself with ``-32601``.
+  forbidden ``session/prompt`` on a child itself with ``-32601``;
+- refusing a ``session/resume`` of a child (``-32601``, never reaches the agent);
+- the freshness boundary at a ``session/resume`` of the parent: the children's
+  grants are revoked (audit ``grants_revoked``), the announcements the agent
+  replays before its answer are delivered but grant nothing, a
+  ``session/cancel`` of a child is dropped until the agent re-announces it
+  after the answer, and permitted again once it has.
 
 ``--json`` prints the raw transcript as JSON lines instead (for tests and tools).
 

@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from acp_proxy.demo.transcript import C2P, P2C, Run, update_of
 
-__all__ = ["EXPECTED_AUDIT", "Analysis", "Check", "agent_got", "analyse", "checks"]
+__all__ = [
+    "EXPECTED_AUDIT",
+    "Analysis",
+    "Check",
+    "agent_got",
+    "analyse",
+    "checks",
+    "rejection_record",
+]
 
-EXPECTED_AUDIT = ("child_announced", "held", "released", "duplicate_dropped", "mutation_rejected")
+EXPECTED_AUDIT = (
+    "child_announced",
+    "held",
+    "released",
+    "duplicate_dropped",
+    "mutation_rejected",
+    "grants_revoked",
+)
 
 
 def _key(msg: Any) -> str:
@@ -31,6 +46,12 @@ class Analysis:
         held: received position -> the received position of the message that
             overtook it (the agent sent the overtaker later, the proxy delivered it first).
         reached_agent: indices into ``run.events`` of client messages the agent received.
+        resume_answer: received position of the answer to the parent's
+            ``session/resume`` (``run.marks["resume_parent"]``), or ``None``.
+        replayed: received position -> child id, for the ``subagent_update``
+            messages delivered between that resume request and its answer (history).
+        reannounced: child id -> received position of its first ``subagent_update``
+            carrying ``capabilities`` after that answer (grants again).
     """
 
     received: list[int]
@@ -40,25 +61,38 @@ class Analysis:
     dropped: list[int]
     held: dict[int, int]
     reached_agent: set[int]
+    resume_answer: int | None = None
+    replayed: dict[int, str] = field(default_factory=dict)
+    reannounced: dict[str, int] = field(default_factory=dict)
 
 
 def analyse(run: Run) -> Analysis:
-    """Matches the client's transcript against the agent's own log."""
+    """Matches the client's transcript against the agent's own log.
+
+    A received message is paired with an identical message the agent sent and
+    that no earlier received message took: the first one after the latest
+    pairing so far when there is one (the proxy delivers in order), else the
+    first one before it (a message the proxy held). Client messages are paired
+    with what the agent received by a longest common subsequence: the proxy
+    forwards them in order, so a refused message cannot take the place of an
+    identical one sent later.
+    """
     agent_out = [e for e in run.agent_log if e.get("dir") == "out"]
     agent_in = [e.get("message") for e in run.agent_log if e.get("dir") == "in"]
     received = [
         i for i, ev in enumerate(run.events) if ev.kind == "message" and ev.direction == P2C
     ]
+    out_keys = [_key(e.get("message")) for e in agent_out]
     used: set[int] = set()
     origin: list[int | None] = []
+    latest = -1
     for i in received:
         k = _key(run.events[i].message)
-        match = next(
-            (j for j, e in enumerate(agent_out) if j not in used and _key(e.get("message")) == k),
-            None,
-        )
+        free = [j for j, ok in enumerate(out_keys) if ok == k and j not in used]
+        match = next((j for j in free if j > latest), free[0] if free else None)
         if match is not None:
             used.add(match)
+            latest = max(latest, match)
         origin.append(match)
     dropped = [j for j in range(len(agent_out)) if j not in used]
     held: dict[int, int] = {}
@@ -70,17 +104,60 @@ def analyse(run: Run) -> Analysis:
             if b is not None and b > a:
                 held[pos] = prev
                 break
-    reached: set[int] = set()
-    in_used: set[int] = set()
-    for i, ev in enumerate(run.events):
-        if ev.kind == "message" and ev.direction == C2P:
-            k = _key(ev.message)
-            for j, m in enumerate(agent_in):
-                if j not in in_used and _key(m) == k:
-                    in_used.add(j)
-                    reached.add(i)
-                    break
-    return Analysis(received, origin, agent_out, agent_in, dropped, held, reached)
+    sent = [i for i, ev in enumerate(run.events) if ev.kind == "message" and ev.direction == C2P]
+    reached = _in_order_pairs(
+        [_key(run.events[i].message) for i in sent], list(map(_key, agent_in))
+    )
+    an = Analysis(received, origin, agent_out, agent_in, dropped, held, {sent[a] for a in reached})
+    _find_boundary(run, an)
+    return an
+
+
+def _find_boundary(run: Run, an: Analysis) -> None:
+    """Fills ``resume_answer``, ``replayed`` and ``reannounced`` around the parent's resume."""
+    mark = run.marks.get("resume_parent")
+    if mark is None:
+        return
+    rid = run.events[mark].message.get("id")
+    for pos, i in enumerate(an.received):
+        if i < mark:
+            continue
+        msg = run.events[i].message
+        _, upd = update_of(msg)
+        cid = upd.get("sessionId")
+        if an.resume_answer is None:
+            if _is_response(msg, rid):
+                an.resume_answer = pos
+            elif upd.get("sessionUpdate") == "subagent_update" and isinstance(cid, str):
+                an.replayed[pos] = cid
+        elif (
+            upd.get("sessionUpdate") == "subagent_update"
+            and isinstance(cid, str)
+            and "capabilities" in upd
+        ):
+            an.reannounced.setdefault(cid, pos)
+
+
+def _in_order_pairs(xs: list[str], ys: list[str]) -> set[int]:
+    """Indices into ``xs`` of a longest common subsequence of ``xs`` and ``ys``."""
+    n, m = len(xs), len(ys)
+    best = [[0] * (m + 1) for _ in range(n + 1)]
+    for a in range(n - 1, -1, -1):
+        for b in range(m - 1, -1, -1):
+            best[a][b] = (
+                best[a + 1][b + 1] + 1 if xs[a] == ys[b] else max(best[a + 1][b], best[a][b + 1])
+            )
+    out: set[int] = set()
+    a = b = 0
+    while a < n and b < m:
+        if xs[a] == ys[b]:
+            out.add(a)
+            a, b = a + 1, b + 1
+        elif best[a + 1][b] >= best[a][b + 1]:
+            a += 1
+        else:
+            b += 1
+    return out
 
 
 @dataclass
@@ -165,7 +242,7 @@ def checks(run: Run, an: Analysis) -> list[Check]:
         )
     )
     c1, c2 = run.child1 or "(child 1)", run.child2 or "(child 2)"
-    cancel_seen = agent_got(an, "session/cancel", c1)
+    cancel_seen = run.marks.get("cancel") in an.reached_agent
     out.append(
         Check(
             f"the permitted session/cancel on child {c1} reached the agent",
@@ -191,6 +268,7 @@ def checks(run: Run, an: Analysis) -> list[Check]:
             run.child2 is not None and bool(an.agent_in) and not leaked,
         )
     )
+    out.extend(_boundary_checks(run, an, received_msgs))
     events_seen = {r.get("event") for r in run.audit}
     missing = [e for e in EXPECTED_AUDIT if e not in events_seen]
     out.append(
@@ -208,6 +286,121 @@ def checks(run: Run, an: Analysis) -> list[Check]:
         )
     )
     return [Check(err, False) for err in run.errors] + out
+
+
+def _boundary_checks(run: Run, an: Analysis, received_msgs: list[Any]) -> list[Check]:
+    """Steps 6-10: the refused child resume, the freshness boundary and the re-grant."""
+    out: list[Check] = []
+    c1 = run.child1 or "(child 1)"
+    resume_child = run.marks.get("resume_child")
+    rid = run.events[resume_child].message.get("id") if resume_child is not None else None
+    answer = next((m for m in received_msgs if rid is not None and _is_response(m, rid)), None)
+    err = answer.get("error") if isinstance(answer, dict) else None
+    record = rejection_record(run, an, resume_child)
+    reason = record.get("reason") if record else None
+    reached = resume_child in an.reached_agent
+    out.append(
+        Check(
+            f"the session/resume on child {c1} was answered by the proxy with -32601 "
+            "(data.capability null, audit reason not_allowed_on_child), never by the agent",
+            resume_child is not None
+            and bool(an.agent_in)
+            and not reached
+            and _is_rejection(answer, None)
+            and reason == "not_allowed_on_child",
+            (f"code {err.get('code')}" if isinstance(err, dict) else "no error response")
+            + f", audit reason {reason}, reached the agent: {'yes' if reached else 'no'}",
+        )
+    )
+    resume_parent = run.marks.get("resume_parent")
+    parent = run.events[resume_parent].message["params"]["sessionId"] if resume_parent else None
+    revoked = [
+        r for r in run.audit if r.get("event") == "grants_revoked" and r.get("sessionId") == parent
+    ]
+    counts = [r.get("count") for r in revoked]
+    out.append(
+        Check(
+            f"resuming {parent} revoked the grants of its 2 children (audit: grants_revoked)",
+            resume_parent in an.reached_agent and counts == [2],
+            f"grants_revoked counts {counts}",
+        )
+    )
+    replayed = sorted(set(an.replayed.values()))
+    out.append(
+        Check(
+            "both children's announcements replayed before the resume answer were delivered",
+            an.resume_answer is not None and replayed == sorted({c1, run.child2 or ""}),
+            f"replayed {', '.join(replayed) or 'none'} at positions {sorted(an.replayed)}; "
+            f"answer at {an.resume_answer}",
+        )
+    )
+    stale = run.marks.get("stale_cancel")
+    record = rejection_record(run, an, stale)
+    reason = record.get("reason") if record else None
+    out.append(
+        Check(
+            f"the session/cancel on {c1} between the resume answer and the re-announcement "
+            "never reached the agent",
+            stale is not None
+            and bool(an.agent_in)
+            and stale not in an.reached_agent
+            and reason == "stale_after_parent_reload",
+            f"audit reason {reason}",
+        )
+    )
+    again = an.reannounced.get(c1)
+    out.append(
+        Check(
+            f"the agent re-announced {c1} with capabilities after the resume answer",
+            an.resume_answer is not None and again is not None and again > an.resume_answer,
+            f"answer at position {an.resume_answer}, re-announcement at {again}",
+        )
+    )
+    out.append(
+        Check(
+            f"the session/cancel on {c1} after the re-announcement reached the agent",
+            run.marks.get("fresh_cancel") in an.reached_agent,
+        )
+    )
+    return out
+
+
+def rejection_record(run: Run, an: Analysis, index: int | None) -> dict[str, Any] | None:
+    """The ``mutation_rejected`` audit record of the client message at ``run.events[index]``.
+
+    The client messages that never reached the agent and those records are
+    paired in order by method and ``sessionId``; ``None`` when the message
+    reached the agent or has no record (or ``index`` is ``None``).
+    """
+    if index is None or index in an.reached_agent:
+        return None
+    records = [r for r in run.audit if r.get("event") == "mutation_rejected"]
+    taken = 0
+    for i, ev in enumerate(run.events[: index + 1]):
+        if (
+            ev.kind != "message"
+            or ev.direction != C2P
+            or i in an.reached_agent
+            or not isinstance(ev.message, dict)
+        ):
+            continue
+        params = ev.message.get("params")
+        sid = params.get("sessionId") if isinstance(params, dict) else None
+        method = ev.message.get("method")
+        match = next(
+            (
+                k
+                for k in range(taken, len(records))
+                if records[k].get("method") == method and records[k].get("sessionId") == sid
+            ),
+            None,
+        )
+        if match is None:
+            continue
+        if i == index:
+            return records[match]
+        taken = match + 1
+    return None
 
 
 def agent_got(an: Analysis, method: str, session_id: str | None) -> bool:

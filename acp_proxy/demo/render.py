@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import Any
 
-from acp_proxy.demo.analysis import Analysis, Check, agent_got
+from acp_proxy.demo.analysis import Analysis, Check, rejection_record
 from acp_proxy.demo.summary import summarize
 from acp_proxy.demo.transcript import C2P, P2C, Run, update_of
 
@@ -82,25 +82,74 @@ def _client_note(run: Run, an: Analysis, i: int) -> str | None:
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
     assert isinstance(params, dict)
     sid = params.get("sessionId")
-    if i not in an.reached_agent and sid is not None and sid in (run.child1, run.child2):
-        cap = next(
-            (r.get("capability") for r in run.audit if r.get("event") == "mutation_rejected"),
-            "?",
-        )
-        why = (
-            f'its capabilities lack "{cap}", which {method} needs'
-            if cap
-            else f"no child capability grants {method} (enforcement is an allowlist)"
-        )
+    record = rejection_record(run, an, i)
+    if record is not None:
+        reason = record.get("reason")
+        if reason == "stale_after_parent_reload":
+            return (
+                f"MUTATION REJECTED: the resume revoked {sid}'s grants and the agent has not "
+                "re-announced it since. The proxy drops the notification (audit: "
+                "mutation_rejected, notification_dropped)."
+            )
+        cap = record.get("capability")
+        if cap:
+            why = f'its capabilities lack "{cap}", which {method} needs'
+        elif method in ("session/load", "session/resume"):
+            why = f"no capability can grant {method} on a child"
+        else:
+            why = f"no child capability grants {method} (enforcement is an allowlist)"
         return (
             f"MUTATION REJECTED: {sid} is a child and {why}. The proxy does not forward the "
             "request: it answers it itself, below (audit: mutation_rejected)."
         )
-    if method == "session/cancel" and sid == run.child1 and i in an.reached_agent:
+    if i == run.marks.get("resume_parent"):
+        revoked = next((r for r in run.audit if r.get("event") == "grants_revoked"), {})
         return (
-            f'PERMITTED: {sid} was announced with capabilities {{"cancel": {{}}}}, so the '
-            "proxy forwarded this notification; the agent received it."
+            f"FRESHNESS BOUNDARY: forwarded; {sid}'s {revoked.get('count', '?')} children "
+            "lose their grants until the agent re-announces them after its answer (audit: "
+            "grants_revoked)."
         )
+    if method == "session/cancel" and sid == run.child1 and i in an.reached_agent:
+        again = i == run.marks.get("fresh_cancel")
+        return (
+            f"PERMITTED: {sid} was {'re-announced after the resume' if again else 'announced'} "
+            'with capabilities {"cancel": {}}, so the proxy forwarded this notification; the '
+            "agent received it."
+        )
+    return None
+
+
+def _boundary_note(run: Run, an: Analysis, pos: int) -> str | None:
+    """What the freshness boundary means for the message at received position ``pos``."""
+    sid, upd = update_of(run.events[an.received[pos]].message)
+    cid = upd.get("sessionId")
+    if pos in an.replayed:
+        if pos != min(an.replayed):
+            return None
+        return (
+            f"HISTORY: replayed before the resume answer (so is the next child). Delivered, "
+            f"but capabilities in history grant nothing: {cid} stays revoked."
+        )
+    answer = an.resume_answer
+    mark = run.marks.get("resume_parent", len(run.events))
+    if (
+        answer is not None
+        and an.received[pos] > mark
+        and pos < answer
+        and upd.get("sessionUpdate") == "state_update"
+        and any(update_of(run.events[i].message) == (sid, upd) for i in an.received[:pos])
+    ):
+        return (
+            f"CURRENT STATE of {sid}, as before the resume: a resume starts a new epoch, "
+            "so it is not removed as a duplicate."
+        )
+    if cid is not None and an.reannounced.get(cid) == pos:
+        caps = upd.get("capabilities")
+        if isinstance(caps, dict) and caps:
+            return (
+                f"RE-GRANTED: re-announced after the resume answer, with capabilities "
+                f"{{{', '.join(caps)}}}: the client may {' or '.join(caps)} {cid} again."
+            )
     return None
 
 
@@ -136,8 +185,10 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
             "before the client can know them, and repeats state reports (a session's "
             "state_update, and the \"mirror\" of a child's state on its parent's "
             "subagent_update). It starts two subagents (child sessions): the client may "
-            "cancel the first, and may not change the second at all. Below is every message "
-            "the client sent and received, and what the proxy did on the way.",
+            "cancel the first, and may not change the second at all. Then the client resumes "
+            "the parent session: the children lose their grants until the agent re-announces "
+            "them after its answer. Below is every message the client sent and received, and "
+            "what the proxy did on the way.",
             "",
             0,
         )
@@ -190,6 +241,9 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
             lines.extend(_wrap(_answered_note(msg), "* ", note_col))
         if pos in an.held:
             lines.extend(_wrap(_held_note(run, an, pos), "* ", note_col))
+        note = _boundary_note(run, an, pos)
+        if note:
+            lines.extend(_wrap(note, "* ", note_col))
         cid = upd.get("sessionId")
         if upd.get("sessionUpdate") == "subagent_update" and _first_mention(run, an, pos, cid):
             parent, _ = update_of(msg)
@@ -211,19 +265,22 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
         if origin is not None:
             show_drops(origin)
 
+    steps = sum(1 for e in run.events if e.kind == "step")
+    title = f"{steps + 1}. the client closes stdin: the proxy closes the agent's stdin and exits"
     add("")
-    add("6. the client closes stdin: the proxy closes the agent's stdin and exits")
-    add("-" * 72)
+    add(title)
+    add("-" * len(title))
     add(f"  proxy exit status: {run.status} (the agent's own exit status)")
+    refused = [
+        summarize(e.message).split("  ")[0]
+        for i, e in enumerate(run.events)
+        if e.kind == "message" and e.direction == C2P and i not in an.reached_agent
+    ]
     lines.extend(
         _wrap(
             f"the agent received {len(an.agent_in)} messages: "
             + ", ".join(summarize(m).split("  ")[0] for m in an.agent_in)
-            + (
-                f" (never the forbidden session/prompt on {run.child2})"
-                if run.child2 and not agent_got(an, "session/prompt", run.child2)
-                else ""
-            ),
+            + (f"; never the {len(refused)} refused: {', '.join(refused)}" if refused else ""),
             "",
             2,
             4,
@@ -234,12 +291,13 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
     add("Audit trail: the JSON lines written to --audit-log, one per event")
     add('("ts" left out; direction shown as a->c = agent->client, c->a = client->agent)')
     add("-" * 72)
+    width = max((len(str(r.get("event", "?"))) for r in run.audit), default=0)
     for rec in run.audit:
         rest = {k: v for k, v in rec.items() if k not in ("ts", "event", "direction")}
         arrow = {"client->agent": "c->a", "agent->client": "a->c"}.get(
             str(rec.get("direction")), "    "
         )
-        head = f"{rec.get('event', '?'):<18} {arrow}  "
+        head = f"{rec.get('event', '?'):<{width}} {arrow}  "
         lines.extend(_wrap(json.dumps(rest), head, 2, 2 + len(head) + 1))
     if not run.audit:
         add("  (empty)")
@@ -259,8 +317,8 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
             f"The client sent {n['sent']} messages and received {n['received']}; the agent sent "
             f"{len(an.agent_out)} and received {len(an.agent_in)}. The proxy held and released "
             f"{len(an.held)} early messages, removed {n['dup']} duplicate state reports, "
-            f"registered {n['children']} child sessions and rejected {n['rejected']} forbidden "
-            f"mutation(s).",
+            f"registered {n['children']} child sessions, rejected {n['rejected']} forbidden "
+            f"mutation(s) and revoked child grants at {n['revoked']} resume(s).",
             "",
             2,
         )
@@ -300,6 +358,7 @@ def _counts(run: Run, an: Analysis) -> dict[str, int]:
         "dup": events.count("duplicate_dropped"),
         "children": events.count("child_announced"),
         "rejected": events.count("mutation_rejected"),
+        "revoked": events.count("grants_revoked"),
     }
 
 

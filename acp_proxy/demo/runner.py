@@ -74,25 +74,35 @@ class ProxyPeer:
         with self._cond:
             self.run.events.append(Event("step", text=title))
 
-    def send(self, msg: dict[str, Any]) -> None:
-        """Sends one message to the proxy."""
+    def send(self, msg: dict[str, Any], mark: str | None = None) -> int:
+        """Sends one message to the proxy; returns its index in ``run.events``
+        (recorded in ``run.marks[mark]`` when ``mark`` is given)."""
         assert self.proc.stdin is not None
         with self._cond:
+            index = len(self.run.events)
             self.run.events.append(Event("message", C2P, msg))
+            if mark is not None:
+                self.run.marks[mark] = index
         try:
             self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
             self.proc.stdin.flush()
         except OSError as exc:
             self.run.errors.append(f"could not write to the proxy: {exc}")
+        return index
 
     def wait_for(
-        self, what: str, pred: Callable[[Any], bool], limit: float | None = None
+        self,
+        what: str,
+        pred: Callable[[Any], bool],
+        limit: float | None = None,
+        since: int = 0,
     ) -> Any | None:
-        """Waits for a received message matching ``pred``; records an error on timeout."""
+        """Waits for a received message matching ``pred`` at index ``since`` or later in
+        ``run.events``; records an error on timeout."""
         deadline = self.deadline if limit is None else min(self.deadline, time.monotonic() + limit)
         with self._cond:
             while True:
-                for ev in self.run.events:
+                for ev in self.run.events[since:]:
                     if ev.kind == "message" and ev.direction == P2C and pred(ev.message):
                         return ev.message
                 left = deadline - time.monotonic()
@@ -110,7 +120,8 @@ class ProxyPeer:
         )
 
     def close(self) -> None:
-        """Closes the proxy's stdin, waits for its stdout to end and for it to exit."""
+        """Closes the proxy's stdin, waits for its stdout to end and for it to exit,
+        then closes its stdout."""
         assert self.proc.stdin is not None
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
@@ -121,6 +132,9 @@ class ProxyPeer:
             self.run.errors.append("the proxy did not exit in time; killed it")
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(0.5)
+        if self.proc.stdout is not None and not self._reader.is_alive():
+            self.proc.stdout.close()
 
 
 def _request(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -174,7 +188,7 @@ def _play(peer: ProxyPeer, cwd: str) -> None:
 
     c1, c2 = run.child1, run.child2
     peer.step(f"4. session/cancel on child {c1}: permitted (it has the cancel capability)")
-    peer.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": c1}})
+    peer.send(_cancel(c1), "cancel")
 
     def cancelled_mirror(m: Any) -> bool:
         psid, upd = update_of(m)
@@ -191,7 +205,53 @@ def _play(peer: ProxyPeer, cwd: str) -> None:
     peer.step(f"5. session/prompt on child {c2}: forbidden (it has no capabilities)")
     ask = [{"type": "text", "text": "Also check the tests."}]
     peer.send(_request(4, "session/prompt", {"sessionId": c2, "prompt": ask}))
-    peer.response(4, "session/prompt")
+    if peer.response(4, "session/prompt") is None:
+        return
+    _reload(peer, cwd, sid, c1, cancelled_mirror)
+
+
+def _reload(
+    peer: ProxyPeer, cwd: str, sid: str, c1: str, cancelled_mirror: Callable[[Any], bool]
+) -> None:
+    """Steps 6-10: a refused resume of child ``c1``, then the freshness boundary at a
+    resume of the parent ``sid``: ``c1``'s cancel is refused until the agent
+    re-announces it (which this agent does on the next prompt), then permitted.
+
+    The client waits for each answer before sending the next message, and the
+    proxy reads the client's messages in order, so the stale cancel (step 8)
+    is judged before the prompt that makes the agent re-announce (step 9)
+    reaches the agent: the verdicts do not depend on timing.
+    """
+    resume = {"cwd": cwd, "mcpServers": []}
+    peer.step(f"6. session/resume on child {c1}: refused (a child is never resumed directly)")
+    peer.send(_request(5, "session/resume", {"sessionId": c1, **resume}), "resume_child")
+    if peer.response(5, "session/resume") is None:
+        return
+
+    peer.step(f"7. session/resume on {sid}: the agent replays its children (history), answers")
+    replay = {"sessionId": sid, **resume, "replayFrom": {"type": "start"}}
+    peer.send(_request(6, "session/resume", replay), "resume_parent")
+    if peer.response(6, "session/resume") is None:
+        return
+
+    peer.step(f"8. session/cancel on child {c1}: refused now (the resume revoked its grant)")
+    peer.send(_cancel(c1), "stale_cancel")
+
+    peer.step(f"9. session/prompt on {sid}: the agent re-announces its children (grants again)")
+    go_on = [{"type": "text", "text": "Carry on with the search."}]
+    peer.send(_request(7, "session/prompt", {"sessionId": sid, "prompt": go_on}), "resume_prompt")
+    if peer.response(7, "session/prompt") is None:
+        return
+
+    peer.step(f"10. session/cancel on child {c1}: permitted again (re-announced with cancel)")
+    since = peer.send(_cancel(c1), "fresh_cancel")
+    peer.wait_for(
+        f"the agent's report that {c1} was cancelled again", cancelled_mirror, SETTLE_SECONDS, since
+    )
+
+
+def _cancel(session_id: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
 
 
 def _read_json_lines(path: str) -> list[dict[str, Any]]:

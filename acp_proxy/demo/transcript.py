@@ -34,7 +34,13 @@ class Event:
 
 @dataclass
 class Run:
-    """Everything observed by one demo run."""
+    """Everything observed by one demo run.
+
+    Attributes:
+        marks: names the client messages the checks look at, as ``label ->
+            index in events``: ``"cancel"`` (step 4), ``"resume_child"``, ``"resume_parent"``,
+            ``"stale_cancel"``, ``"resume_prompt"``, ``"fresh_cancel"``.
+    """
 
     command: list[str]
     events: list[Event] = field(default_factory=list)
@@ -45,6 +51,7 @@ class Run:
     errors: list[str] = field(default_factory=list)
     child1: str | None = None
     child2: str | None = None
+    marks: dict[str, int] = field(default_factory=dict)
 
 
 def update_of(msg: Any) -> tuple[str | None, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -9,8 +10,19 @@ from typing import Any
 
 import pytest
 
+from acp_proxy.demo.analysis import analyse, checks
+from acp_proxy.demo.runner import execute
+from acp_proxy.demo.transcript import Run
+
 TIMEOUT = 90
-AUDIT_EVENTS = {"child_announced", "mutation_rejected", "held", "released", "duplicate_dropped"}
+AUDIT_EVENTS = {
+    "child_announced",
+    "mutation_rejected",
+    "held",
+    "released",
+    "duplicate_dropped",
+    "grants_revoked",
+}
 
 
 def _demo(*args: str) -> subprocess.CompletedProcess[str]:
@@ -55,6 +67,10 @@ def test_human_output_shows_the_key_facts() -> None:
     assert "MUTATION REJECTED" in out
     assert "error -32601" in out
     assert "PERMITTED" in out
+    assert "FRESHNESS BOUNDARY" in out
+    assert "HISTORY: replayed before the resume answer" in out
+    assert "RE-GRANTED" in out
+    assert "11. the client closes stdin" in out
     for event in AUDIT_EVENTS:
         assert event in out
     assert "[FAIL]" not in out
@@ -82,6 +98,111 @@ def test_forbidden_prompt_on_child_is_rejected(records: list[dict[str, Any]]) ->
         m.get("method") == "session/prompt" and m["params"]["sessionId"] == child2 for m in agent_in
     )
     assert any(m.get("method") == "session/cancel" for m in agent_in)
+
+
+def _agent(records: list[dict[str, Any]], direction: str) -> list[Any]:
+    return [r["message"] for r in records if r["type"] == "agent" and r["dir"] == direction]
+
+
+def _names(msg: Any, method: str, session_id: str) -> bool:
+    return bool(msg.get("method") == method and msg["params"].get("sessionId") == session_id)
+
+
+def test_resume_of_a_child_is_refused(records: list[dict[str, Any]]) -> None:
+    """session/resume on child sess_search is answered by the proxy with -32601 and the
+    audit says not_allowed_on_child; the agent never receives it."""
+    error = next(m["error"] for m in _received(records) if m.get("id") == 5)
+    assert error["code"] == -32601
+    assert error["data"] == {
+        "sessionId": "sess_search",
+        "method": "session/resume",
+        "capability": None,
+    }
+    assert not any(_names(m, "session/resume", "sess_search") for m in _agent(records, "in"))
+    audit = [r["record"] for r in records if r["type"] == "audit"]
+    rejected = next(r for r in audit if r.get("id") == 5)
+    assert rejected["event"] == "mutation_rejected"
+    assert rejected["reason"] == "not_allowed_on_child"
+
+
+def test_parent_resume_revokes_until_reannounced(records: list[dict[str, Any]]) -> None:
+    """A resume of sess_main revokes its children's grants (grants_revoked, count 2); the
+    replayed announcement of sess_search, cancel capability included, arrives before the
+    answer; the cancel sent between the answer and the re-announcement is dropped
+    (stale_after_parent_reload) and the one after the re-announcement reaches the agent."""
+    audit = [r["record"] for r in records if r["type"] == "audit"]
+    revoked = [r for r in audit if r["event"] == "grants_revoked"]
+    assert [(r["sessionId"], r["method"], r["count"]) for r in revoked] == [
+        ("sess_main", "session/resume", 2)
+    ]
+    stale = [
+        r for r in audit if r["event"] == "mutation_rejected" and r["method"] == "session/cancel"
+    ]
+    assert [(r["sessionId"], r["capability"], r["reason"]) for r in stale] == [
+        ("sess_search", "cancel", "stale_after_parent_reload")
+    ]
+
+    msgs = [(r["direction"], r["message"]) for r in records if r["type"] == "message"]
+    request = next(i for i, (d, m) in enumerate(msgs) if d == "client->proxy" and m.get("id") == 6)
+    answer = next(i for i, (d, m) in enumerate(msgs) if d == "proxy->client" and m.get("id") == 6)
+    assert "result" in msgs[answer][1]
+
+    def search_announcements(lo: int, hi: int) -> list[Any]:
+        return [
+            m
+            for d, m in msgs[lo:hi]
+            if d == "proxy->client"
+            and _update(m)[1].get("sessionUpdate") == "subagent_update"
+            and _update(m)[1].get("sessionId") == "sess_search"
+            and "capabilities" in _update(m)[1]
+        ]
+
+    assert [_update(m)[1]["capabilities"] for m in search_announcements(request, answer)] == [
+        {"cancel": {}}
+    ]
+    assert [_update(m)[1]["capabilities"] for m in search_announcements(answer, len(msgs))] == [
+        {"cancel": {}}
+    ]
+
+    sent = [
+        m for d, m in msgs if d == "client->proxy" and _names(m, "session/cancel", "sess_search")
+    ]
+    assert len(sent) == 3
+    agent_in = _agent(records, "in")
+    # What the agent received, in order: the first cancel, the resume, the prompt that made
+    # it re-announce, the last cancel; nothing between the resume and that prompt.
+    order = [
+        m.get("id", "cancel")
+        for m in agent_in
+        if m.get("id") in (6, 7) or _names(m, "session/cancel", "sess_search")
+    ]
+    assert order == ["cancel", 6, 7, "cancel"]
+
+
+def test_boundary_checks_fail_when_the_proxy_leaks() -> None:
+    """The demo's own checks notice a stale cancel, a child resume or a missing
+    grants_revoked: fed a run doctored that way, the matching check fails."""
+    run = execute()
+    assert all(c.ok for c in checks(run, analyse(run))), run.errors
+
+    def failing(doctored: Run) -> list[str]:
+        return [c.name for c in checks(doctored, analyse(doctored)) if not c.ok]
+
+    def leak(label: str, before_id: int) -> Run:
+        r = copy.deepcopy(run)
+        at = next(
+            k
+            for k, e in enumerate(r.agent_log)
+            if e["dir"] == "in" and e["message"].get("id") == before_id
+        )
+        r.agent_log.insert(at, {"dir": "in", "message": r.events[r.marks[label]].message})
+        return r
+
+    assert [n for n in failing(leak("stale_cancel", 7)) if "between the resume answer" in n]
+    assert [n for n in failing(leak("resume_child", 6)) if "session/resume on child" in n]
+    no_revoke = copy.deepcopy(run)
+    no_revoke.audit = [a for a in run.audit if a.get("event") != "grants_revoked"]
+    assert [n for n in failing(no_revoke) if "revoked the grants" in n]
 
 
 def test_held_update_follows_session_new_response(records: list[dict[str, Any]]) -> None:
@@ -115,7 +236,8 @@ def test_duplicates_removed(records: list[dict[str, Any]]) -> None:
 
 
 def test_audit_events_present(records: list[dict[str, Any]]) -> None:
-    """The audit trail has child_announced, mutation_rejected, held, released, duplicate_dropped."""
+    """The audit trail has child_announced, mutation_rejected, held, released,
+    duplicate_dropped and grants_revoked."""
     events = {r["record"]["event"] for r in records if r["type"] == "audit"}
     assert events >= AUDIT_EVENTS
 
@@ -134,3 +256,59 @@ def test_demo_agent_answers_unknown_methods_and_exits_on_eof() -> None:
     reply = json.loads(proc.stdout)
     assert reply["id"] == 7
     assert reply["error"]["code"] == -32601
+
+
+def test_demo_agent_resume_replays_then_reannounces_on_the_next_prompt() -> None:
+    """The demo agent alone: session/resume sends each child's announcement (with
+    capabilities) and the current state_update before its answer; the next prompt
+    re-announces both children with complete capabilities before its own answer."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": "sess_main"},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "session/resume",
+            "params": {"sessionId": "sess_main"},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "session/prompt",
+            "params": {"sessionId": "sess_main"},
+        },
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_proxy.demo_agent"],
+        input="".join(json.dumps(m) + "\n" for m in lines),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0
+    out = [json.loads(line) for line in proc.stdout.splitlines()]
+    answer = {m["id"]: i for i, m in enumerate(out) if "id" in m}
+
+    def between(lo: int, hi: int) -> list[tuple[str, Any]]:
+        return [
+            (_update(m)[1]["sessionUpdate"], _update(m)[1].get("capabilities"))
+            for m in out[lo + 1 : hi]
+        ]
+
+    assert out[answer[4]]["result"] == {}
+    assert between(answer[3], answer[4]) == [
+        ("subagent_update", {"cancel": {}}),
+        ("subagent_update", {}),
+        ("state_update", None),
+    ]
+    assert between(answer[4], answer[5])[1:3] == [
+        ("subagent_update", {"cancel": {}}),
+        ("subagent_update", {}),
+    ]
