@@ -62,7 +62,13 @@ UNTHROTTLED = frozenset(
 #: Enforcement decisions: one record each, never suppressed (a record per decision
 #: is bounded by the input: a refused message is at least as long as its method).
 NEVER_SUPPRESSED = frozenset(
-    {"mutation_rejected", "registry_conflict", "grants_revoked", "children_retired"}
+    {
+        "mutation_rejected",
+        "registry_conflict",
+        "grants_revoked",
+        "grants_restored",
+        "children_retired",
+    }
 )
 
 _ID_KEYS = frozenset({"id", "requestId"})

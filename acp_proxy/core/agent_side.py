@@ -358,6 +358,7 @@ class AgentSide(EngineBase):
             self._audit(
                 out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id
             )
+            self._audit_restored(cid, child.parent_id, out)
             return []
         if outcome is UpdateOutcome.CONFLICT:
             self._audit(
@@ -374,6 +375,18 @@ class AgentSide(EngineBase):
         if msgs:
             self._audit(out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced")
         return msgs
+
+    def _audit_restored(self, cid: str, parent_id: str, out: list[Action]) -> None:
+        """Audits the end of a child's revocation, if the last registry update ended one."""
+        if self.registry.restored_last:
+            self._audit(
+                out,
+                "grants_restored",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent_id,
+                reason="re-announced with capabilities after its parent's load / resume",
+            )
 
     def _duplicate_mirror(
         self,
@@ -404,6 +417,7 @@ class AgentSide(EngineBase):
             and m.body.keys() <= {"jsonrpc", "method", "params"}
         )
         reg.apply(parent, view, now)
+        self._audit_restored(cid, parent_id, out)
         if only_state:
             self._n["duplicates_removed"] += 1
             self._drop(out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror")

@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from acp_proxy.config import NEVER_ON_CHILD
 from acp_proxy.core.registry import Registry
 
 __all__ = ["Rejection", "check_mutation"]
@@ -60,6 +61,8 @@ class Rejection:
                 f"{head}: the proxy could not register it (dropped or invalid announcement, "
                 f"or its parent was closed)"
             )
+        if self.reason == "not_allowed_on_child" and self.method in NEVER_ON_CHILD:
+            return f"{head}: the protocol does not allow it on a child session"
         if self.reason == "not_allowed_on_child":
             return f"{head}: no child capability grants this method"
         if self.reason == "stale_after_parent_reload":

@@ -117,6 +117,9 @@ class Registry:
         self.nbytes = 0
         #: True when the last :meth:`apply` truncated the child's fields.
         self.truncated_last = False
+        #: True when the last :meth:`apply` ended a child's revocation (re-announced
+        #: with capabilities after its ancestors' load / resume was answered).
+        self.restored_last = False
         # Known without being established as an ordinary session or a child:
         # held traffic released by hold.on_expire = "release". A later
         # announcement may still make such a session a child. Insertion
@@ -331,6 +334,7 @@ class Registry:
         sid = view.session_id
         c = self.children.get(sid)
         self.truncated_last = False
+        self.restored_last = False
         history = self.in_history(parent_id if c is None else c.parent_id)
         if c is None:
             if sid == parent_id or sid in self.ancestors(parent_id):
@@ -356,6 +360,7 @@ class Registry:
         if not history and view.capabilities is not UNSET and not c.fresh:
             c.fresh = True
             changed = True
+            self.restored_last = True
         return UpdateOutcome.UPDATED if changed else UpdateOutcome.UNCHANGED
 
     def _account(self, c: Child) -> None:

@@ -66,7 +66,8 @@ def test_parent_reload_revokes_until_reannounced_after_the_response(method: str)
     assert not passes(core, "C")
     core.receive(AGENT, resp(10, {}), 2.0)
     assert not passes(core, "C")  # not re-announced since the response
-    core.receive(AGENT, announce("P", "C", capabilities=CANCEL), 3.0)
+    out = core.receive(AGENT, announce("P", "C", capabilities=CANCEL), 3.0)
+    assert audits(out, "grants_restored")[0].fields["sessionId"] == "C"
     assert passes(core, "C")
     assert_accounting(core)
 

@@ -218,6 +218,11 @@ def test_load_resume_fork_of_a_child_are_refused_even_with_every_grant(
     [rec] = audits(out, "mutation_rejected")
     assert rec.fields["reason"] == "not_allowed_on_child"
     assert rec.fields["capability"] is None
+    message = decoded(sends(out, CLIENT)[0])["error"]["message"]
+    if method == "session/fork":  # a mutation no default grant covers
+        assert "no child capability grants this method" in message
+    else:  # direct child load and resume are not allowed at all
+        assert "the protocol does not allow it on a child session" in message
 
 
 @given(
