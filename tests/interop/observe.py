@@ -35,6 +35,22 @@ def ts_client(*flags: str) -> list[str]:
     return ["node", str(HERE / "ts" / "client.mjs"), *flags]
 
 
+def ts_agent_v2(log: Path) -> list[str]:
+    """The draft-v2 TypeScript SDK agent (``ts/agent_v2.mjs``), logging each handler
+    invocation to ``log``."""
+    return ["node", str(HERE / "ts" / "agent_v2.mjs"), "--log", str(log)]
+
+
+def ts_client_v2() -> list[str]:
+    """The draft-v2 TypeScript SDK client (``ts/client_v2.mjs``)."""
+    return ["node", str(HERE / "ts" / "client_v2.mjs")]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file (an agent's handler log, an audit log)."""
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
 def proxy(audit_log: Path) -> list[str]:
     """The proxy command line put in front of an agent command."""
     return [sys.executable, "-m", "acp_proxy", "--audit-log", str(audit_log), "--"]
@@ -152,4 +168,4 @@ SUBAGENTS = {
 
 def read_audit(path: Path) -> list[dict[str, Any]]:
     """The proxy's audit records."""
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return read_jsonl(path)
