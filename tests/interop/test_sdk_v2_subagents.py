@@ -200,7 +200,11 @@ async def test_v2_child_enforcement_and_parent_resume(tmp_path: Path, ts_sdk_dir
         method: {
             "code": -32601,
             "message": f"acp-proxy: {method} refused on child session {child!r}: "
-            "no child capability grants this method",
+            + (
+                "the protocol does not allow it on a child session"
+                if method in ("session/load", "session/resume")
+                else "no child capability grants this method"
+            ),
             "data": {"sessionId": child, "method": method, "capability": None},
         }
         for method in CHILD_ATTEMPTS
@@ -233,6 +237,7 @@ async def test_v2_child_enforcement_and_parent_resume(tmp_path: Path, ts_sdk_dir
         *[("mutation_rejected", child)] * len(CHILD_ATTEMPTS),
         ("grants_revoked", parent),  # at the resume request, before its replay
         *[("mutation_rejected", child), ("notification_dropped", child)] * 3,
+        ("grants_restored", child),  # re-announced with capabilities after the response
         ("peer_closed", None),
         ("peer_closed", None),
     ]
