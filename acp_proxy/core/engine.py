@@ -22,7 +22,7 @@ from acp_proxy.core.agent_side import AgentSide
 from acp_proxy.core.client_side import ClientSide
 from acp_proxy.core.engine_base import _AGENT, _BATCH, _CLIENT, _INVALID, _NOTIFICATION, _REQUEST
 from acp_proxy.core.framing import Lines
-from acp_proxy.core.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS
+from acp_proxy.core.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_decision_key
 from acp_proxy.core.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -48,6 +48,7 @@ _INSPECTED_UPDATES: dict[str, str | None] = {
 }
 _NEVER: Any = object()
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
+_PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
 
 
 @attrs.frozen
@@ -267,7 +268,8 @@ class ProxyCore(ClientSide, AgentSide):
         """:meth:`_uninspected` for an :class:`~acp_proxy.core.runs.Envelope`.
 
         The envelope's type already rules out ``id`` / ``result`` / ``error``
-        and a snake_case ``session_id`` in ``params`` (unknown keys refused).
+        and a snake_case ``session_id`` in ``params`` (unknown keys refused);
+        a ``params._meta`` naming a decision key is left to :func:`parse`.
         """
         if env.jsonrpc != "2.0":
             return False
@@ -276,6 +278,9 @@ class ProxyCore(ClientSide, AgentSide):
             return False
         upd = params.update
         if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
+            return False
+        meta = params.meta
+        if type(meta) is dict and any(meta_decision_key(k) for k in meta):
             return False
         if env.method != "session/update":
             return True
@@ -292,7 +297,7 @@ class ProxyCore(ClientSide, AgentSide):
         canonical frame, or a non-ambiguous :class:`Message`'s body). True
         for a JSON-RPC 2.0 notification (string ``method``, no ``id`` /
         ``result`` / ``error``) whose ``params`` is absent, or an object without
-        snake_case decision keys that names a session the client knows (or
+        snake_case decision keys or ``_meta`` that names a session the client knows (or
         none) and is not a subagent, state or inter-session update (which the
         engine inspects). One call per message on the hot path.
         """
@@ -308,8 +313,8 @@ class ProxyCore(ClientSide, AgentSide):
         params = body.get("params")
         if params is None:
             return True
-        if type(params) is not dict or SNAKE_PARAMS_KEY in params:
-            return False
+        if type(params) is not dict or not _PARAMS_SLOW_KEYS.isdisjoint(params):
+            return False  # snake_case aliases, and _meta (spread by an SDK): parse decides
         sid = params.get("sessionId")
         if type(sid) is str and sid not in self._known:
             return False

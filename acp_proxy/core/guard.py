@@ -1,17 +1,52 @@
-"""The parser-differential guard (DESIGN.md "Enforcement"; PROTOCOL.md section 6).
+r"""The parser-differential guard (DESIGN.md "Enforcement"; PROTOCOL.md section 6).
 
 A peer must never read a message the proxy decides on differently from the
 proxy. This module finds what could make two JSON parsers disagree about a
 decision key: a key repeated in the same object (first-wins and last-wins
-parsers differ), a key hidden behind a ``\\u`` escape, and a snake_case
+parsers differ), a key hidden behind a ``\u`` escape, and a snake_case
 spelling that pydantic peers (``populate_by_name``) read as the camelCase key.
 
 - :func:`maybe_duplicated`: a cheap byte scan; ``False`` proves a frame holds
   no repeated or escaped decision key.
 - :func:`strict_loads`: the standard library with duplicate detection
   (objects with a repeated key come back as a dict carrying ``dups``).
-- :func:`ambiguous`, :func:`snake_case`: the verdicts per decision level
-  (top-level object, ``params``, ``params.update``).
+- :func:`ambiguous`, :func:`misread`: the verdicts per decision level
+  (top-level object, ``params``, ``params._meta``, ``params.update``).
+
+Where the official SDKs read routing and decision keys, and how the proxy
+closes each reading it does not share (non-extension methods; an extension
+method's params are the peer's business and are forwarded untouched):
+
+=========  ==========================================  ==========================================
+SDK        What it reads                               How the proxy closes it
+=========  ==========================================  ==========================================
+Python     ``json.loads(bytes)``: last duplicate key   a duplicate decision key (top level,
+0.12.1     wins; bytes decoded with ``surrogatepass``  ``params``, ``update``, ``capabilities``)
+           (``\xed\xa0\x80`` is U+D800), UTF-16/32     is ambiguous; the proxy reads strict UTF-8
+           detected, a BOM accepted                    only (else -32700 / dropped, audited)
+Python     pydantic ``populate_by_name``:              a snake_case alias of a decision key in
+           ``session_id`` is ``sessionId``, also       ``params`` or ``params.update`` is
+           ``session_update``, ``sender_session_id``,  ambiguous (:data:`SNAKE_PARAMS_KEYS`,
+           ``field_meta`` is ``_meta``                 :data:`SNAKE_UPDATE_KEYS`)
+Python     the router spreads ``params._meta`` into    a ``params._meta`` key naming a decision
+           the handler's keyword arguments, over the   key in any spelling (``session_id``,
+           model fields: ``_meta.session_id`` routes,  ``sessionId``, ``update``, ...:
+           ``_meta.update`` replaces the update        :func:`meta_decision_key`) is ambiguous
+TS 2.4.0   non-fatal ``TextDecoder`` (bad bytes and    strict UTF-8 as above; a lone surrogate
+           encoded surrogates become U+FFFD), then     escape in a decision value (``method``,
+           ``trim`` and ``JSON.parse`` (last           a session id, ``sessionUpdate``) is
+           duplicate wins, ``"\ud800"`` kept as a      ambiguous (Python keeps U+D800, JS
+           lone UTF-16 unit)                           encoders write U+FFFD)
+TS 2.4.0   zod ``z.object`` strips unknown keys and    the proxy decides on the same camelCase
+           routes by ``params.sessionId``,             keys; a non-string ``sessionUpdate`` is
+           ``update.sessionUpdate`` (a non-string tag  never an inspected update for the proxy
+           is deleted), ``update.sessionId``; no       either; vendor ``_meta`` keys stay
+           ``_meta`` routing, no snake_case            content
+Both       ``\u`` escapes in keys are decoded          keys are compared decoded; an escaped or
+           (``"session\u0049d"`` is ``sessionId``)     repeated key makes a frame non-canonical,
+                                                       so the fast paths hand it to the strict
+                                                       decoder
+=========  ==========================================  ==========================================
 """
 
 from __future__ import annotations
@@ -21,16 +56,23 @@ import re
 from typing import Any
 
 __all__ = [
+    "META_REASON",
     "SNAKE_CASE_REASON",
     "SNAKE_PARAMS_KEY",
+    "SNAKE_PARAMS_KEYS",
     "SNAKE_UPDATE_KEYS",
+    "SURROGATE_REASON",
     "ambiguous",
     "exact_body",
     "has_any_dups",
+    "lone_surrogate_at_decision_level",
     "maybe_duplicated",
+    "meta_decision_key",
+    "misread",
     "nested_deeper_than",
     "snake_case",
     "strict_loads",
+    "strict_text",
 ]
 
 
@@ -60,17 +102,33 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def strict_text(raw: bytes) -> str:
+    """``raw`` decoded as strict UTF-8.
+
+    ``json.loads(bytes)`` would decode with ``surrogatepass`` (reading the
+    encoded surrogate ``\\xed\\xa0\\x80`` as U+D800, where a JavaScript
+    ``TextDecoder`` reads three U+FFFD), detect UTF-16/32 and accept a BOM:
+    the proxy reads only strict UTF-8, so no peer can read other characters.
+
+    Raises:
+        ValueError: (``UnicodeDecodeError``) when ``raw`` is not strict UTF-8.
+    """
+    return raw.decode("utf-8")
+
+
 def strict_loads(raw: bytes) -> Any:
-    """Decodes ``raw`` with the standard library, recording repeated keys.
+    """Decodes ``raw`` (strict UTF-8) with the standard library, recording repeated keys.
 
     An object in which a key occurred more than once comes back as a dict
     subclass whose ``dups`` names those keys (later values win).
 
     Raises:
-        ValueError: not valid JSON (``NaN`` / ``Infinity`` included).
+        ValueError: not strict UTF-8, or not valid JSON (``NaN`` / ``Infinity`` included).
         RecursionError: nested too deeply for the current stack.
     """
-    return json.loads(raw, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
+    return json.loads(
+        strict_text(raw), object_pairs_hook=_pairs_hook, parse_constant=_reject_constant
+    )
 
 
 def exact_body(raw: bytes) -> Any:
@@ -83,10 +141,10 @@ def exact_body(raw: bytes) -> Any:
         The decoded value (later duplicate keys win).
 
     Raises:
-        ValueError: if ``raw`` is not valid JSON.
+        ValueError: if ``raw`` is not strict UTF-8 or not valid JSON.
         RecursionError: if it nests too deeply.
     """
-    return json.loads(raw, parse_constant=_reject_constant)
+    return json.loads(strict_text(raw), parse_constant=_reject_constant)
 
 
 # Keys the proxy makes decisions on. A frame in which one of these literals
@@ -106,12 +164,14 @@ _DECISION_LITERALS = (
     b'"capabilities"',
     b'"senderSessionId"',
     b'"recipientSessionId"',
+    b'"_meta"',
+    b'"cancel"',
 )
 
 # Decision keys per level: top-level object, ``params``, ``params.update``.
 _DECISION_KEYS = (
     frozenset({"jsonrpc", "method", "id", "params", "result", "error"}),
-    frozenset({"sessionId", "update"}),
+    frozenset({"sessionId", "update", "_meta"}),
     frozenset(
         {
             "sessionUpdate",
@@ -120,9 +180,12 @@ _DECISION_KEYS = (
             "capabilities",
             "senderSessionId",
             "recipientSessionId",
+            "_meta",
         }
     ),
 )
+# ``update.capabilities`` grants: its keys decide too (``cancel``).
+_CAPABILITY_KEYS = frozenset({"cancel", "_meta"})
 
 
 # One pass finds every occurrence of every literal. In JSON that msgspec has
@@ -159,26 +222,117 @@ def ambiguous(body: dict[str, Any]) -> bool:
         if _has_dups(params, in_params):
             return True
         update = params.get("update")
-        if isinstance(update, dict) and _has_dups(update, in_update):
-            return True
+        if isinstance(update, dict):
+            if _has_dups(update, in_update):
+                return True
+            caps = update.get("capabilities")
+            if isinstance(caps, dict) and _has_dups(caps, _CAPABILITY_KEYS):
+                return True
     return False
 
 
 # snake_case spellings that pydantic peers (populate_by_name) read as decision
-# keys: in ``params`` (only "session_id") and in ``params.update``.
+# keys: in ``params`` and in ``params.update`` (``field_meta`` is ``_meta``).
 SNAKE_PARAMS_KEY = "session_id"
+SNAKE_PARAMS_KEYS = frozenset({"session_id", "field_meta"})
 SNAKE_UPDATE_KEYS = frozenset(
-    {"session_update", "session_id", "sender_session_id", "recipient_session_id"}
+    {"session_update", "session_id", "sender_session_id", "recipient_session_id", "field_meta"}
 )
 SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_update, ...)"
+META_REASON = (
+    "params._meta names a decision key (session_id, sessionId, update, ...): "
+    "an SDK spreads _meta into the handler's arguments"
+)
+SURROGATE_REASON = "lone surrogate escape in a decision value (method, sessionId, ...)"
+
+# Decision keys as the Python SDK's handler keyword arguments could receive them
+# from a spread ``_meta``, compared without case and underscores.
+_META_DECISION = frozenset(
+    {"sessionid", "update", "sessionupdate", "sendersessionid", "recipientsessionid", "fieldmeta"}
+)
+
+
+def meta_decision_key(key: str) -> bool:
+    """True when ``key`` (a decoded ``params._meta`` key) spells a decision key.
+
+    Any case, any underscores: ``session_id``, ``sessionId``, ``SESSION_ID``,
+    ``update``, ``session_update``, ``sender_session_id``, ``field_meta`` ...
+    """
+    return key.replace("_", "").lower() in _META_DECISION
+
+
+def misread(params: dict[str, Any]) -> str | None:
+    """Why an SDK could read ``params`` of a non-extension method otherwise, or ``None``.
+
+    A snake_case alias of a decision key in ``params`` or ``params.update``
+    (:data:`SNAKE_CASE_REASON`), or a ``params._meta`` that names a decision
+    key (:data:`META_REASON`). One dict lookup for the common shapes.
+    """
+    if not SNAKE_PARAMS_KEYS.isdisjoint(params):
+        return SNAKE_CASE_REASON
+    update = params.get("update")
+    if type(update) is dict and not SNAKE_UPDATE_KEYS.isdisjoint(update):
+        return SNAKE_CASE_REASON
+    meta = params.get("_meta")
+    if type(meta) is dict and any(meta_decision_key(k) for k in meta):
+        return META_REASON
+    return None
 
 
 def snake_case(params: dict[str, Any]) -> bool:
     """True when ``params`` or ``params.update`` spells a decision key in snake_case."""
-    if SNAKE_PARAMS_KEY in params:
+    if not SNAKE_PARAMS_KEYS.isdisjoint(params):
         return True
     update = params.get("update")
     return isinstance(update, dict) and not SNAKE_UPDATE_KEYS.isdisjoint(update)
+
+
+def _lone_surrogate(s: str) -> bool:
+    if s.isascii():
+        return False
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _surrogate_in(obj: Any, keys: tuple[str, ...]) -> bool:
+    if type(obj) is not dict:
+        return False
+    for key in keys:
+        v = obj.get(key)
+        if type(v) is str and _lone_surrogate(v):
+            return True
+    return False
+
+
+_TOP_VALUES = ("method",)
+_PARAMS_VALUES = ("sessionId",)
+_UPDATE_VALUES = ("sessionUpdate", "sessionId", "senderSessionId", "recipientSessionId")
+
+
+def lone_surrogate_at_decision_level(body: Any) -> bool:
+    """True when a decision value holds a lone surrogate (from a ``\\ud800`` escape).
+
+    Decision values: ``method``; ``params.sessionId``; ``sessionUpdate``,
+    ``sessionId``, ``senderSessionId`` and ``recipientSessionId`` of
+    ``params.update``; ``result.sessionId``. Such an escape is valid JSON,
+    but peers disagree on what it is (Python keeps U+D800, JavaScript
+    encoders write U+FFFD): a session id or method spelled with one is
+    refused; content with one, and a key with one (it can equal no decision
+    key in any reader), is forwarded.
+    """
+    if type(body) is not dict:
+        return False
+    if _surrogate_in(body, _TOP_VALUES) or _surrogate_in(body.get("result"), _PARAMS_VALUES):
+        return True
+    params = body.get("params")
+    if type(params) is not dict:
+        return False
+    return _surrogate_in(params, _PARAMS_VALUES) or _surrogate_in(
+        params.get("update"), _UPDATE_VALUES
+    )
 
 
 def nested_deeper_than(value: Any, limit: int) -> bool:

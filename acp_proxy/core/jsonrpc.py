@@ -13,7 +13,15 @@ which decoder happened to read the frame. The official Python SDK validates
 params with pydantic ``populate_by_name``, so it also reads ``session_id`` as
 ``sessionId`` (and ``session_update`` ...): a non-extension request or
 notification spelling a decision key in snake_case in ``params`` or
-``params.update`` is flagged ``ambiguous`` too (ACP is camelCase on the wire).
+``params.update`` is flagged ``ambiguous`` too (ACP is camelCase on the wire),
+and so is one whose ``params._meta`` names a decision key (the Python SDK
+spreads ``_meta`` into the handler's arguments), or which spells a decision
+value (method, a session id) with a lone surrogate escape. The table of
+what each SDK reads is in :mod:`~acp_proxy.core.guard`.
+
+Strict UTF-8: a frame that is not strict UTF-8 (encoded surrogates
+included) is not JSON for the proxy (``parse_error``): msgspec validates every
+string it decodes, and the standard-library path decodes strictly first.
 
 The fast path decodes with ``msgspec`` (exact for integers of any size,
 like the standard library); a frame ``msgspec`` refuses (lone surrogates,
@@ -31,14 +39,15 @@ from typing import Any
 import msgspec
 
 from acp_proxy.core.guard import (
-    SNAKE_CASE_REASON,
     SNAKE_PARAMS_KEY,
     SNAKE_UPDATE_KEYS,
+    SURROGATE_REASON,
     ambiguous,
     exact_body,
     has_any_dups,
+    lone_surrogate_at_decision_level,
     maybe_duplicated,
-    snake_case,
+    misread,
     strict_loads,
 )
 
@@ -233,9 +242,11 @@ def classify(raw: bytes, body: Any) -> Message:
                 m = Message(raw, _REQUEST, body, rid, method, params)
             else:
                 m = Message(raw, _INVALID, body, None, method, params)
-            if params is not None and method[:1] != "_" and snake_case(params):
-                m.ambiguous = True
-                m.reason = SNAKE_CASE_REASON
+            if params is not None and method[:1] != "_":
+                why = misread(params)
+                if why is not None:
+                    m.ambiguous = True
+                    m.reason = why
             if m.kind is _INVALID:
                 m.reason = '"id" must be a string or an integer'
             return m
@@ -261,9 +272,11 @@ def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> 
             return m
         m.method = method
         m.params = params if isinstance(params, dict) else None
-        if m.params is not None and not method.startswith("_") and snake_case(m.params):
-            m.ambiguous = True
-            m.reason = SNAKE_CASE_REASON
+        if m.params is not None and not method.startswith("_"):
+            why = misread(m.params)
+            if why is not None:
+                m.ambiguous = True
+                m.reason = why
         if rid is _MISSING:
             m.kind = _NOTIFICATION
         elif rid_ok:
@@ -354,10 +367,20 @@ def _parse_strict(raw: bytes) -> Message:
         m = classify(raw, body)  # refused anyway; its body tells which keys repeat
         m.ambiguous = True
         return m
+    if lone_surrogate_at_decision_level(body):  # msgspec refuses these: only here
+        m = classify(raw, body)
+        m.ambiguous = True
+        m.reason = SURROGATE_REASON
+        return m
     # Decide on plain dicts: the duplicate-recording subclass must never reach
     # the engine, whose shape checks are exact (`type(x) is dict`).
     ambiguous_items = (
-        [isinstance(e, dict) and ambiguous(e) for e in body] if isinstance(body, list) else []
+        [
+            isinstance(e, dict) and (ambiguous(e) or lone_surrogate_at_decision_level(e))
+            for e in body
+        ]
+        if isinstance(body, list)
+        else []
     )
     if has_any_dups(body):
         body = exact_body(raw)

@@ -39,12 +39,16 @@ class EnvelopeParams(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     Attributes:
         sessionId: the session the notification is about.
         update: the update object, each member's value as raw JSON bytes.
-        meta: ``_meta``, raw, if present.
+        meta: ``_meta`` if present: ``None``, or its keys (decoded: the
+            Python SDK spreads them into the handler's arguments, so the
+            engine checks them) with raw values.
     """
 
     sessionId: str
     update: dict[str, msgspec.Raw]
-    meta: msgspec.Raw | msgspec.UnsetType = msgspec.field(name="_meta", default=msgspec.UNSET)
+    meta: dict[str, msgspec.Raw] | None | msgspec.UnsetType = msgspec.field(
+        name="_meta", default=msgspec.UNSET
+    )
 
 
 class Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -104,8 +108,10 @@ def envelope_run(data: bytes) -> list[Envelope] | None:
     for env in envelopes:
         params = env.params
         meta = params.meta
-        if type(meta) is msgspec.Raw and len(meta) > long_value and not _decodes(meta):
-            return None
+        if type(meta) is dict:
+            for value in meta.values():
+                if len(value) > long_value and not _decodes(value):
+                    return None
         for value in params.update.values():
             if len(value) > long_value and not _decodes(value):
                 return None
