@@ -164,6 +164,11 @@ class LimitsConfig:
         max_pending_bytes: bytes of ids, methods and session ids of requests
             in flight, per direction; a request beyond it is answered with an
             error by the proxy.
+        dense_message_bytes: a message longer than this must average at
+            least ``min_bytes_per_value`` bytes per JSON value, else it is
+            refused before it is decoded (memory for one message stays near
+            twice its size).
+        min_bytes_per_value: see ``dense_message_bytes``.
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
@@ -176,6 +181,8 @@ class LimitsConfig:
     max_registry_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
     max_dedup_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
     max_pending_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
+    dense_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
+    min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
 
 
 @attrs.frozen

@@ -70,6 +70,14 @@ SHAPES: dict[str, Callable[[int, bool], bytes]] = {
     ),
     "empty_objects": lambda size, client: _wrap(_repeat(b"{}", size), client),
     "numbers": lambda size, client: _wrap(_repeat(b"0", size), client),
+    # the keys at a decision level (params / update), not inside content
+    "decision_level_keys": lambda size, client: (
+        _wrap(b'"x"', client)[:-2] + b"".join(b',"k%d":0' % i for i in range(size // 13)) + b"}}"
+    ),
+    # near the density bound: objects of one short string, ~50 bytes per value
+    "small_objects": lambda size, client: _wrap(
+        _repeat(b'{"a":"' + b"x" * 90 + b'"}', size), client
+    ),
 }
 
 
@@ -138,17 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=float, default=31.0, help="message size, MiB (default 31)")
     ap.add_argument("--shape", action="append", choices=sorted(SHAPES), help="only these")
-    ap.add_argument(
-        "--batch-client", action="store_true", help="also send top_array from the client"
-    )
     args = ap.parse_args(argv)
     size = int(args.mib * 1024 * 1024)
     summary: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         for name in args.shape or list(SHAPES):
             for client in (True, False):
-                if name == "top_array" and client and not args.batch_client:
-                    continue  # today each element is answered: 10 M answers
                 payload = SHAPES[name](size, client)
                 mib = measure(payload, client, tmpdir)
                 bound = 64 + 4 * len(payload) / 2**20

@@ -87,6 +87,7 @@ from acp_proxy.core.jsonrpc import (
     parse,
 )
 from acp_proxy.core.jsonscan import member_spans, member_text
+from acp_proxy.core.views import VIEW_KEY
 
 __all__ = ["ChainAdapter", "ChainStatistics", "ToCore"]
 
@@ -473,7 +474,8 @@ class ChainAdapter:
 
     @staticmethod
     def _cancel_frame(params: dict[str, Any] | None, rid: JsonId) -> bytes:
-        new = dict(params or {})
+        # A view (a frame over limits.dense_message_bytes) keeps only its decision keys.
+        new = {k: v for k, v in (params or {}).items() if k != VIEW_KEY}
         new["requestId"] = rid
         return dumps({"jsonrpc": "2.0", "method": _CANCEL, "params": new})
 

@@ -171,20 +171,25 @@ class ProxyCore(ClientSide, AgentSide):
     # nested at most agent_side.MAX_HELD_NESTING deep are held, far from the limit.
 
     def _frame(self, source: Peer, raw: bytes, now: float) -> list[Action]:
-        return self._message(source, parse(raw), now)
+        return self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
 
     def _frames(self, source: Peer, frames: list[bytes], now: float) -> list[Action]:
         out: list[Action] = []
         if source is not _AGENT:
             for raw in frames:
-                out.extend(self._message(source, parse(raw), now))
+                out.extend(
+                    self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
+                )
             return out
         uninspected = self._uninspected
+        dense = self._dense_bytes
         for raw in frames:
-            if uninspected(canonical(raw)):
+            if uninspected(canonical(raw, dense)):
                 out.extend(self._forward_fast(raw))
             else:
-                out.extend(self._message(source, parse(raw), now))
+                out.extend(
+                    self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
+                )
         return out
 
     def _run(self, data: bytes, now: float) -> list[Action] | None:
@@ -206,7 +211,11 @@ class ProxyCore(ClientSide, AgentSide):
                 frames = data.split(b"\n")  # one line per item
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
-            out.extend(self._message(_AGENT, parse(frames[j]), now))
+            out.extend(
+                self._message(
+                    _AGENT, parse(frames[j], self._dense_bytes, self._min_value_bytes), now
+                )
+            )
             start = j + 1
         if not frames:
             return self._forward_fast(data, len(items))

@@ -17,7 +17,14 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
 from acp_proxy.core.dedup import StateDedup
 from acp_proxy.core.hold import HoldBuffer
-from acp_proxy.core.jsonrpc import INVALID_REQUEST, PARSE_ERROR, Kind, Message, error_frame
+from acp_proxy.core.jsonrpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Kind,
+    Message,
+    error_frame,
+    parse,
+)
 from acp_proxy.core.registry import Registry
 
 __all__ = ["EngineBase"]
@@ -53,7 +60,9 @@ class EngineBase(abc.ABC):
             max_registry_bytes=limits.max_registry_bytes,
         )
         self._known = self.registry.known  # the same set, one attribute lookup less
-        self.hold = HoldBuffer(self.config.hold)
+        self._dense_bytes = limits.dense_message_bytes
+        self._min_value_bytes = limits.min_bytes_per_value
+        self.hold = HoldBuffer(self.config.hold, self._reparse)
         self.dedup = StateDedup(limits.max_dedup_bytes)
         self._max_sid = limits.max_session_id_bytes
         self._max_pending_bytes = limits.max_pending_bytes
@@ -83,6 +92,10 @@ class EngineBase(abc.ABC):
         }
 
     # ------------------------------------------------------------ helpers
+
+    def _reparse(self, raw: bytes) -> Message:
+        """:func:`~acp_proxy.core.jsonrpc.parse` with this connection's limits."""
+        return parse(raw, self._dense_bytes, self._min_value_bytes)
 
     def _audit(self, out: list[Action], event: str, source: Peer | None, **fields: Any) -> None:
         out.append(Audit(event, source.direction if source else None, fields))

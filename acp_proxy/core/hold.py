@@ -11,11 +11,13 @@ stores and evicts; the engine decides what release or drop means.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import attrs
 
 from acp_proxy.config import HoldConfig
 from acp_proxy.core.jsonrpc import Message, parse
+from acp_proxy.core.views import VIEW_KEY
 
 __all__ = ["Evicted", "HoldBuffer", "announced_child"]
 
@@ -25,7 +27,7 @@ class _Held:
     first_at: float
     # (raw frame, child id it announces or None); only bytes are kept, the
     # parsed form is rebuilt on release (held traffic is cold, memory is not)
-    entries: deque[tuple[bytes, str | None]] = attrs.field(factory=deque)
+    entries: deque[tuple[bytes | Message, str | None]] = attrs.field(factory=deque)
     nbytes: int = 0
 
 
@@ -62,10 +64,15 @@ class HoldBuffer:
 
     Args:
         config: the ``[hold]`` settings.
+        parser: parses a held frame again on release (the core's own
+            :func:`~acp_proxy.core.jsonrpc.parse` settings). A message read
+            through a view (a large frame) is kept as it is instead: its
+            verdict must not depend on where it is parsed again.
     """
 
-    def __init__(self, config: HoldConfig) -> None:
+    def __init__(self, config: HoldConfig, parser: Callable[[bytes], Message] = parse) -> None:
         self.config = config
+        self._parse = parser
         # Insertion order = order of first hold; with a fixed timeout the
         # first entry always has the earliest deadline.
         self._held: dict[str, _Held] = {}
@@ -117,7 +124,7 @@ class HoldBuffer:
         child = announced_child(msg)
         if child is not None:
             self._announcing[child] = self._announcing.get(child, 0) + 1
-        h.entries.append((msg.raw, child))
+        h.entries.append((msg if VIEW_KEY in (msg.body or ()) else msg.raw, child))
         h.nbytes += size
         self.total_bytes += size
         self.total_messages += 1
@@ -143,7 +150,7 @@ class HoldBuffer:
                     announcing[child] = left
                 else:
                     del announcing[child]
-            out.append(parse(raw))
+            out.append(raw if isinstance(raw, Message) else self._parse(raw))
         return out
 
     def next_deadline(self) -> float | None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,7 @@ from acp_proxy.core.guard import (
     misread,
     strict_loads,
 )
+from acp_proxy.core.views import NotCanonical, decode_view, strict_utf8
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -313,16 +315,83 @@ def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> 
 _MISSING: Any = object()
 
 
-def parse(raw: bytes) -> Message:
+#: Frames longer than this (bytes) are measured by :func:`too_dense` before any
+#: decode (``limits.dense_message_bytes``). Up to it, a frame is decoded whole:
+#: its tree costs at most ~15 times its size.
+DENSE_CHECK_BYTES = 1024 * 1024
+#: Fewest bytes per JSON value, on average, that a frame over
+#: :data:`DENSE_CHECK_BYTES` must have (``limits.min_bytes_per_value``). A
+#: decoded JSON value costs a Python object of ~56-180 bytes, so this keeps
+#: the tree of one large message near twice its size: ``[{},{},...]``, deep
+#: arrays, long runs of numbers or of short keys are refused before they are
+#: built. String-heavy messages (text, diffs, base64) are far from it.
+MIN_BYTES_PER_VALUE = 48
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def dense_reason(dense_bytes: int, min_bytes_per_value: int) -> str:
+    """The refusal reason for a frame :func:`too_dense` refused."""
+    return (
+        f"a message over {dense_bytes} bytes (limits.dense_message_bytes) with more than "
+        f"one JSON value per {min_bytes_per_value} bytes (limits.min_bytes_per_value): "
+        "too dense to inspect within the memory bound"
+    )
+
+
+def too_dense(
+    raw: bytes,
+    dense_bytes: int = DENSE_CHECK_BYTES,
+    min_bytes_per_value: int = MIN_BYTES_PER_VALUE,
+) -> bool:
+    """True when ``raw`` is longer than ``dense_bytes`` and holds more JSON values
+    than one per ``min_bytes_per_value`` bytes.
+
+    Values are counted without decoding and without copying: commas and
+    opening brackets are counted in C, then those inside strings are taken
+    off string by string (stopping as soon as the frame is known not to be
+    dense). Linear in ``len(raw)``, constant extra memory; never raises.
+    """
+    n = len(raw)
+    if n <= dense_bytes:
+        return False
+    allowed = n // min_bytes_per_value
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
+    if values <= allowed:
+        return False
+    excess = values - allowed  # structural-looking bytes that strings must account for
+    count = raw.count
+    for match in _STRING.finditer(raw):
+        start, end = match.span()
+        if end - start > 2:
+            excess -= count(b",", start, end) + count(b"[", start, end) + count(b"{", start, end)
+            if excess <= 0:
+                return False
+    return True
+
+
+def parse(
+    raw: bytes,
+    dense_bytes: int = DENSE_CHECK_BYTES,
+    min_bytes_per_value: int = MIN_BYTES_PER_VALUE,
+) -> Message:
     """Decodes and classifies one frame.
 
     Args:
         raw: one frame, without its line ending.
+        dense_bytes: frames longer than this are measured by :func:`too_dense` first.
+        min_bytes_per_value: the density bound of :func:`too_dense`.
 
     Returns:
         A :class:`Message`. Bad input gives ``Kind.INVALID`` (with
-        ``parse_error`` set when the bytes are not JSON); this never raises.
+        ``parse_error`` set when the bytes are not JSON). A frame over
+        ``dense_bytes`` is read through a view (:mod:`~acp_proxy.core.views`:
+        only the decision fields are decoded); when its decision levels are
+        not compact JSON it takes the strict path, unless it is
+        :func:`too_dense`, then it is ``INVALID`` without being decoded. This
+        never raises.
     """
+    if len(raw) > dense_bytes:
+        return _parse_large(raw, dense_bytes, min_bytes_per_value)
     try:
         body = _fast_loads(raw)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
@@ -337,15 +406,46 @@ def parse(raw: bytes) -> Message:
     return classify(raw, body)
 
 
-def canonical(raw: bytes) -> Any:
+_START = re.compile(rb"[ \t\r\n]*\{")
+
+
+def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int) -> Message:
+    """:func:`parse` for a frame over ``dense_bytes``: a view, never the whole tree."""
+    if not strict_utf8(raw):
+        m = Message(raw, _INVALID, None)
+        m.parse_error = True
+        m.reason = "not valid JSON: not strict UTF-8"
+        return m
+    if _START.match(raw):
+        try:
+            body, reason = decode_view(raw)
+        except (msgspec.DecodeError, NotCanonical, RecursionError):
+            pass  # the strict path decides (and reports)
+        else:
+            m = classify(raw, body)
+            if reason is not None and m.kind is not _INVALID:
+                m.ambiguous = True
+                m.reason = reason
+            return m
+    if too_dense(raw, dense_bytes, min_bytes_per_value):
+        m = Message(raw, _INVALID, None)
+        m.reason = dense_reason(dense_bytes, min_bytes_per_value)
+        return m
+    return _parse_strict(raw)
+
+
+def canonical(raw: bytes, dense_bytes: int = DENSE_CHECK_BYTES) -> Any:
     """The decoded value of ``raw`` when the frame is exactly canonical JSON, else ``None``.
 
     Canonical: ``raw`` is the compact encoding of its decoded value, so it
     repeats no key, escapes no key and holds no whitespace: every JSON parser
     reads it the same way (the parser-differential guard of :func:`parse`,
     in one decode and one encode). ``None`` means "use :func:`parse`", never
-    "invalid" (a canonical ``null`` frame also gives ``None``).
+    "invalid" (a canonical ``null`` frame also gives ``None``, and so does a
+    frame over ``dense_bytes``, which :func:`parse` measures first).
     """
+    if len(raw) > dense_bytes:
+        return None
     try:
         body = _fast_loads(raw)
     except (msgspec.DecodeError, RecursionError):

@@ -46,10 +46,19 @@ from acp_proxy.core.engine import ProxyCore
 GRANTS = {"session/cancel": "cancel", "session/prompt": "prompt"}
 
 
-def make_core() -> ProxyCore:
+#: limits that send every frame longer than 64 bytes through the large-frame view
+#: (``acp_proxy.core.views``), never refusing one as too dense
+VIEW_LIMITS = {"dense_message_bytes": 64, "min_bytes_per_value": 1}
+
+
+def make_core(view: bool = False) -> ProxyCore:
     """A core that knows ``PARENT`` and its children ``CHILD`` (no capabilities) and
-    ``GRANTED`` (``cancel`` and ``prompt``)."""
-    core = ProxyCore(config_from_dict({"enforcement": {"child_mutations": GRANTS}}))
+    ``GRANTED`` (``cancel`` and ``prompt``); with ``view``, frames over 64 bytes are
+    read through the large-frame view."""
+    data: dict[str, object] = {"enforcement": {"child_mutations": GRANTS}}
+    if view:
+        data["limits"] = VIEW_LIMITS
+    core = ProxyCore(config_from_dict(data))
     open_session(core, PARENT)
     core.receive(AGENT, announce(PARENT, CHILD, title="no grants"), 0.0)
     caps = {"cancel": {}, "prompt": {}}
@@ -63,9 +72,9 @@ def forwarded_lines(actions: list[Action]) -> list[bytes]:
     return [line for data in sends(actions, AGENT) for line in data.split(b"\n")]
 
 
-def check(line: bytes) -> list[str]:
+def check(line: bytes, view: bool = False) -> list[str]:
     """Problems with the core's verdict on one client ``line`` (empty: it held)."""
-    core = make_core()
+    core = make_core(view)
     actions = core.receive(CLIENT, line, 1.0)
     problems = [p for out in forwarded_lines(actions) for p in violations(out)]
     if not strict_utf8(line):
@@ -92,16 +101,19 @@ def test_generator_spells_child_mutations_every_sdk_would_dispatch() -> None:
     assert violations(meta[0].line) == [expected]
 
 
+@pytest.mark.parametrize("view", [False, True], ids=["whole", "view"])
 @pytest.mark.parametrize("spelling", ALL, ids=lambda sp: sp.label)
-def test_no_generated_spelling_reaches_a_child_handler(spelling: Spelling) -> None:
-    """Every deterministic spelling: what the core forwards runs nothing on CHILD."""
-    assert check(spelling.line) == [], spelling.line
+def test_no_generated_spelling_reaches_a_child_handler(spelling: Spelling, view: bool) -> None:
+    """Every deterministic spelling: what the core forwards runs nothing on CHILD, whether
+    the frame is decoded whole or read through the large-frame view."""
+    assert check(spelling.line, view) == [], spelling.line
 
 
+@pytest.mark.parametrize("view", [False, True], ids=["whole", "view"])
 @pytest.mark.parametrize(("spelling", "sid"), controls(1), ids=lambda x: getattr(x, "label", ""))
-def test_controls_are_forwarded(spelling: Spelling, sid: str) -> None:
+def test_controls_are_forwarded(spelling: Spelling, sid: str, view: bool) -> None:
     """The same calls on PARENT, or on a child that grants them, reach the agent unchanged."""
-    core = make_core()
+    core = make_core(view)
     actions = core.receive(CLIENT, spelling.line, 1.0)
     assert forwarded_lines(actions) == [spelling.line]
     assert {d[1] for d in js_sdk_dispatch(spelling.line)} == {sid}
@@ -140,7 +152,8 @@ def hostile_lines(draw: st.DrawFn) -> bytes:
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(hostile_lines())
-def test_random_spellings_never_reach_a_child_handler(line: bytes) -> None:
-    """High-volume mix of the generator's ideas: the same properties hold."""
-    assert check(line) == [], line
+@given(hostile_lines(), st.booleans())
+def test_random_spellings_never_reach_a_child_handler(line: bytes, view: bool) -> None:
+    """High-volume mix of the generator's ideas: the same properties hold, decoded whole
+    or through the large-frame view."""
+    assert check(line, view) == [], line
