@@ -121,4 +121,4 @@ def test_accepted_hosts() -> None:
     wildcard = accepted_hosts("0.0.0.0", loopback=False, token=True, allowed_hosts=["Acp.Example"])
     assert wildcard == LOOPBACK_HOSTS | {"acp.example"}
     named = accepted_hosts("10.1.2.3", loopback=False, token=True, allowed_hosts=["acp.example"])
-    assert named == {"10.1.2.3", "acp.example"}
+    assert named == frozenset({"10.1.2.3", "acp.example"})
