@@ -9,6 +9,7 @@ back as TOML. This module is pure data; it never imports trio.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import attrs
@@ -127,6 +128,39 @@ def _read_only_list(inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> 
         if method in NEVER_ON_CHILD:
             raise InvalidValue(
                 f"{method} is not read-only: the protocol does not allow it on a child session",
+                (attr.name, index),
+            )
+
+
+# scheme://host[:port], as a browser sends it in an Origin header (a trailing "/" is tolerated)
+_ORIGIN = re.compile(
+    r"[a-z][a-z0-9+.-]*://(\[[0-9a-f:.]+\]|[a-z0-9._~%-]+)(:[0-9]{1,5})?/?", re.IGNORECASE
+)
+# a host name, IPv4 address or bracketed IPv6 address, without a port
+_HOST = re.compile(r"\[[0-9a-f:.]+\]|[a-z0-9._-]+", re.IGNORECASE)
+
+
+def _origins(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, origin in enumerate(value):
+        if origin in ("*", "null"):
+            raise InvalidValue(
+                f"{origin!r} is not allowed: list each browser origin allowed, "
+                "e.g. 'https://app.example'",
+                (attr.name, index),
+            )
+        if not _ORIGIN.fullmatch(origin):
+            raise InvalidValue(
+                f"expected an origin such as 'https://app.example:8443', got {describe(origin)}",
+                (attr.name, index),
+            )
+
+
+def _hosts(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, host in enumerate(value):
+        if not _HOST.fullmatch(host):
+            raise InvalidValue(
+                "expected a host name or address without a port, such as 'acp.example' or "
+                f"'[2001:db8::1]', got {describe(host)}",
                 (attr.name, index),
             )
 
@@ -290,7 +324,17 @@ class ListenConfig:
 
     Attributes:
         token_file: file holding the bearer token; required for non-loopback binds.
-        allowed_origins: Origin header allow-list; empty = any origin.
+        allowed_origins: browser origins (``scheme://host[:port]``, compared
+            without case) whose upgrade requests are accepted; an upgrade with
+            an ``Origin`` header not listed is refused (403). Empty (the
+            default): no browser origin. Requests without ``Origin`` (native
+            clients) are not subject to it.
+        allowed_hosts: host names or addresses (no port; IPv6 in brackets)
+            accepted in the ``Host`` header besides the bound address (and,
+            on a loopback bind, ``localhost``, ``127.0.0.1``, ``[::1]``);
+            any other ``Host`` is refused (421), against DNS rebinding. A
+            non-loopback bind (which requires a token) with an empty list
+            does not check ``Host``.
         max_connections: concurrent connections, each with its own agent.
         max_pending_handshakes: TCP connections beyond ``max_connections`` held
             open at once (upgrade handshakes in progress); one more is closed at once.
@@ -299,7 +343,8 @@ class ListenConfig:
     """
 
     token_file: str = ""
-    allowed_origins: list[str] = attrs.field(factory=list)
+    allowed_origins: list[str] = attrs.field(factory=list, validator=_origins)
+    allowed_hosts: list[str] = attrs.field(factory=list, validator=_hosts)
     max_connections: int = attrs.field(default=16, validator=_positive)
     max_pending_handshakes: int = attrs.field(default=64, validator=_positive)
     ping_interval_seconds: float = attrs.field(default=20.0, validator=_non_negative)

@@ -7,6 +7,16 @@ channel, or more than ``max_queued_bytes`` queued toward a peer, blocks the
 reader that feeds it, so a slow client slows the agent's reads and memory
 stays bounded in bytes, not only in batches (backpressure).
 
+Isolation: a frame or line run of at least :data:`THREAD_THRESHOLD_BYTES`
+is handed to the core in a worker thread (``trio.to_thread.run_sync``), so
+that one connection's large message does not freeze the event loop that
+serves every other connection of ``--listen``. The reader awaits the thread
+before it reads on (order unchanged), and no other task calls this relay's
+core while the thread runs (:meth:`Relay._core_ready`). While any such thread
+runs, the cyclic garbage collector is paused (:class:`_GcPause`): a full
+collection over the millions of objects a hostile message decodes into is
+one C call that holds the GIL for seconds.
+
 Shutdown: when the client's stream ends, the core answers the agent's
 pending requests, the agent's input is closed and ``stop_agent`` runs (grace
 period, then terminate). When the agent's stream ends, ``wait_agent`` gives
@@ -16,23 +26,68 @@ error naming it, those answers are flushed, and :meth:`Relay.run` returns.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
 
-from acp_proxy.core.actions import Action, Peer
+from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.framing import Lines, Oversize, Partial
 from acp_proxy.shell import AuditSink, CoreTimer, coalesce, flush_log_summaries, route_actions
 from acp_proxy.transport.base import Closed, FrameTransport, Incoming
 
-__all__ = ["AuditSink", "Relay", "RelayResult"]
+__all__ = ["THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
 
 log = logging.getLogger("acp_proxy.relay")
 
 DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
+
+#: a frame or line run this long or longer (bytes) goes to the core in a worker thread
+THREAD_THRESHOLD_BYTES = 256 * 1024
+
+#: audit records written per event-loop turn after a core call in a worker thread
+AUDIT_SLICE = 256
+
+
+class _GcPause:
+    """Pauses the cyclic garbage collector while at least one ``with`` block runs.
+
+    Process-wide and nestable (a count); the collector is enabled again when
+    the last block ends, only if it was enabled when the first one started.
+    Reference counting still frees everything that is not in a cycle.
+    Entered and left from event-loop threads only.
+    """
+
+    def __init__(self) -> None:
+        self.active = 0
+        self._reenable = False
+
+    def __enter__(self) -> None:
+        if self.active == 0:
+            self._reenable = gc.isenabled()
+            gc.disable()
+        self.active += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.active -= 1
+        if self.active == 0 and self._reenable:
+            gc.enable()
+
+
+_gc_paused = _GcPause()
+
+
+class _CollectedAudit:
+    """An audit sink that only keeps the records (safe to use in a worker thread)."""
+
+    def __init__(self) -> None:
+        self.records: list[Audit] = []
+
+    def write(self, record: Audit) -> None:
+        self.records.append(record)
 
 
 class _ByteBudget:
@@ -124,7 +179,11 @@ class Relay:
         self._budgets = {peer: _ByteBudget(max_queued_bytes) for peer in Peer}
         self._client_gone = False
         self._client_closed_first = False
-        self._timer = CoreTimer(core.get_timer, self._fire_timer)
+        # True while a worker thread runs this relay's core; no task touches
+        # the core then, and _core_free is set when the thread is done.
+        self._core_busy = False
+        self._core_free = trio.Event()
+        self._timer = CoreTimer(self._get_timer, self._fire_timer)
         self._nursery: trio.Nursery | None = None
         self._client_flushed = trio.Event()
 
@@ -156,15 +215,72 @@ class Relay:
     def _now(self) -> float:
         return trio.current_time()
 
+    def _get_timer(self) -> float | None:
+        # None while a worker thread owns the core: its _apply pokes the timer after.
+        return None if self._core_busy else self.core.get_timer()
+
+    async def _core_ready(self) -> None:
+        """Returns once no worker thread holds the core (at once, without a checkpoint, if none).
+
+        Call the core right after, without awaiting anything in between.
+        """
+        while self._core_busy:
+            await self._core_free.wait()
+
+    async def _handle_in_thread(
+        self, source: Peer, batch: list[Incoming]
+    ) -> tuple[dict[Peer, list[bytes]], list[Audit]]:
+        """:meth:`_handle` in a worker thread, its actions routed there too.
+
+        Other tasks of this relay wait for the core meanwhile
+        (:meth:`_core_ready`); the cyclic GC is paused (:class:`_GcPause`).
+        Cancellation waits for the thread (the core must not be left mid-call).
+
+        Returns:
+            ``(sends per peer, audit records)`` as :func:`route_actions` gives
+            them, the records not yet written (reports are logged already).
+        """
+        while self._core_busy:
+            await self._core_free.wait()
+        self._core_busy = True
+        self._core_free = trio.Event()
+        now = self._now()
+
+        def work() -> tuple[dict[Peer, list[bytes]], list[Audit]]:
+            sink = _CollectedAudit()
+            actions = self._handle(source, batch, now)
+            return route_actions(actions, sink if self.audit is not None else None), sink.records
+
+        try:
+            with _gc_paused:
+                return await trio.to_thread.run_sync(work)
+        finally:
+            self._core_busy = False
+            self._core_free.set()
+
     async def _apply(self, actions: list[Action]) -> None:
         """Carries out core actions in order; Sends are grouped per peer."""
-        for peer, frames in route_actions(actions, self.audit).items():
+        await self._send_routed(route_actions(actions, self.audit))
+
+    async def _send_routed(self, batch: dict[Peer, list[bytes]]) -> None:
+        for peer, frames in batch.items():
             await self._budgets[peer].acquire(sum(map(len, frames)))
             await self._channels[peer][0].send(frames)
         self._timer.poke()
 
+    async def _apply_from_thread(self, routed: tuple[dict[Peer, list[bytes]], list[Audit]]) -> None:
+        """Writes the records ``AUDIT_SLICE`` at a time (other tasks run between), then sends."""
+        batch, records = routed
+        if self.audit is not None:
+            for start in range(0, len(records), AUDIT_SLICE):
+                for record in records[start : start + AUDIT_SLICE]:
+                    self.audit.write(record)
+                await trio.lowlevel.checkpoint()
+        await self._send_routed(batch)
+
     async def _fire_timer(self, now: float) -> None:
-        await self._apply(self.core.handle_timer(now))
+        await self._core_ready()
+        await self._apply(self.core.handle_timer(max(now, self._now())))
 
     async def _writer(self, peer: Peer) -> None:
         rx = self._channels[peer][1]
@@ -230,11 +346,14 @@ class Relay:
             # The agent side cannot be half-closed (WebSocket): let the answers
             # to the client's requests in flight arrive before closing it.
             with trio.move_on_after(self.drain_seconds):
-                while self.core.pending_requests(Peer.CLIENT):
+                while True:
+                    await self._core_ready()
+                    if not self.core.pending_requests(Peer.CLIENT):
+                        break
                     await self._drained.wait()
                     self._drained = trio.Event()
-        actions = self.core.peer_closed(Peer.CLIENT, self._now(), detail)
-        await self._apply(actions)
+        await self._core_ready()
+        await self._apply(self.core.peer_closed(Peer.CLIENT, self._now(), detail))
         await self._channels[Peer.AGENT][0].send(None)
 
     async def _read_agent(self) -> int | None:
@@ -247,13 +366,32 @@ class Relay:
             if status is None
             else f"agent exited with status {status}"
         )
+        await self._core_ready()
         await self._apply(self.core.peer_closed(Peer.AGENT, self._now(), detail))
         self._drained.set()
         return status
 
     async def _feed(self, source: Peer, batch: list[Incoming]) -> None:
+        """Hands ``batch`` to the core: in a worker thread when an item is large."""
+        for item in batch:
+            if type(item) is bytes:
+                size = len(item)
+            elif type(item) is Lines:
+                size = len(item.data)
+            else:
+                continue
+            if size >= THREAD_THRESHOLD_BYTES:
+                await self._apply_from_thread(await self._handle_in_thread(source, batch))
+                break
+        else:
+            await self._core_ready()
+            await self._apply(self._handle(source, batch, self._now()))
+        if source is Peer.AGENT:
+            self._drained.set()  # wakes a client-EOF drain waiting for answers
+
+    def _handle(self, source: Peer, batch: list[Incoming], now: float) -> list[Action]:
+        """The core's actions for ``batch`` (runs on the event loop or in a worker thread)."""
         core = self.core
-        now = self._now()
         actions: list[Action] = []
         run: list[bytes] = []  # consecutive frames go to the core together
         for item in batch:
@@ -271,6 +409,4 @@ class Relay:
                 actions.extend(core.partial(source, item.size_bytes, now))
         if run:
             actions.extend(core.receive_frames(source, run, now))
-        await self._apply(actions)
-        if source is Peer.AGENT:
-            self._drained.set()  # wakes a client-EOF drain waiting for answers
+        return actions

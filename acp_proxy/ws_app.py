@@ -6,7 +6,8 @@ and :class:`Relay`. ``run_connect``: the proxy's stdin/stdout is the client,
 a remote WebSocket endpoint is the agent.
 
 Upgrade requests failing :func:`~acp_proxy.ws_upgrade.check_upgrade` get its
-HTTP status (404, 403, 401); then too many connections (or shutting down) is
+HTTP status (404, 421 for a ``Host`` that does not name the listener, 403
+for a browser ``Origin`` not allowed, 401); then too many connections (or shutting down) is
 503, an agent that cannot start 500. A non-loopback bind needs a token.
 At most ``max_connections + max_pending_handshakes`` TCP connections are open
 at once (:class:`_BoundedListener`); one accepted beyond that is closed at once.
@@ -52,6 +53,7 @@ from acp_proxy.transport.websocket import (
 from acp_proxy.ws_upgrade import (
     StartupError,
     WsUrl,
+    accepted_hosts,
     check_upgrade,
     is_loopback,
     parse_ws_url,
@@ -77,6 +79,16 @@ def _endpoint(ep: Endpoint | str) -> str:
 def _address(sockname: tuple[str, int] | tuple[str, int, int, int]) -> str:
     host, port = sockname[0], sockname[1]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _request_host(request: WebSocketRequest) -> str | None:
+    """The upgrade request's ``Host`` header.
+
+    trio-websocket exposes wsproto's ``Request`` event only as ``_event``;
+    wsproto keeps ``Host`` out of ``extra_headers``.
+    """
+    host = getattr(getattr(request, "_event", None), "host", None)
+    return host if isinstance(host, str) else None
 
 
 class _StreamSlots:
@@ -208,12 +220,14 @@ class _Listener:
         agent_cmd: Sequence[str],
         audit: AuditSink | None,
         token: bytes | None,
+        hosts: frozenset[str] | None,
     ) -> None:
         self.cfg = cfg
         self.url = url
         self.agent_cmd = list(agent_cmd)
         self.audit = audit
         self.token = token
+        self.hosts = hosts
         self.active = 0
         self.stopping = False
         self._ids = itertools.count(1)
@@ -226,10 +240,12 @@ class _Listener:
         remote = _endpoint(request.remote)
         refusal = check_upgrade(
             request.path,
+            _request_host(request),
             request.headers,
             path=self.url.path,
             token=self.token,
             allowed_origins=self.cfg.listen.allowed_origins,
+            allowed_hosts=self.hosts,
         )
         if refusal is None and (self.stopping or self.active >= self.cfg.listen.max_connections):
             refusal = (503, "shutting down" if self.stopping else "too many connections")
@@ -343,7 +359,8 @@ async def run_listen(
         if target.secure:
             raise StartupError("--listen serves ws:// only; terminate TLS in front of it")
         token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
-        if token is None and not await is_loopback(target.host):
+        loopback = await is_loopback(target.host)
+        if token is None and not loopback:
             raise StartupError(
                 f"refusing to listen on non-loopback address {target.host!r} without a bearer "
                 "token: set listen.token_file (--token-file), or bind 127.0.0.1"
@@ -351,7 +368,13 @@ async def run_listen(
     except StartupError as exc:
         print(f"acp-proxy: {exc}", file=sys.stderr)
         return 2
-    listener = _Listener(cfg, target, agent_cmd, audit, token)
+    hosts = accepted_hosts(
+        target.host,
+        loopback=loopback,
+        token=token is not None,
+        allowed_hosts=cfg.listen.allowed_hosts,
+    )
+    listener = _Listener(cfg, target, agent_cmd, audit, token, hosts)
     slots = _StreamSlots(cfg.listen.max_connections + cfg.listen.max_pending_handshakes)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as connections:

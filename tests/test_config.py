@@ -66,7 +66,8 @@ NON_DEFAULT = Config(
     process=ProcessConfig(grace_seconds=0.0, kill_after_seconds=1e-3),
     listen=ListenConfig(
         token_file="/run/token",
-        allowed_origins=["https://a.example", 'x"y'],
+        allowed_origins=["https://a.example", "vscode-webview://x-y"],
+        allowed_hosts=["acp.example", "[::1]"],
         max_connections=1,
         max_pending_handshakes=3,
         ping_interval_seconds=0.0,
@@ -263,6 +264,30 @@ def test_child_mutations_remove_unknown_method_is_error() -> None:
             "listen.allowed_origins[1]",
             "expected a string, got 3",
             id="list-item",
+        ),
+        pytest.param(
+            {"listen": {"allowed_origins": ["https://a.example", "*"]}},
+            "listen.allowed_origins[1]",
+            "'*' is not allowed",
+            id="origin-wildcard",
+        ),
+        pytest.param(
+            {"listen": {"allowed_origins": ["https://a.example/app"]}},
+            "listen.allowed_origins[0]",
+            "expected an origin",
+            id="origin-with-path",
+        ),
+        pytest.param(
+            {"listen": {"allowed_hosts": ["acp.example:443"]}},
+            "listen.allowed_hosts[0]",
+            "without a port",
+            id="host-with-port",
+        ),
+        pytest.param(
+            {"listen": {"allowed_hosts": [1]}},
+            "listen.allowed_hosts[0]",
+            "expected a string, got 1",
+            id="host-not-str",
         ),
         pytest.param(
             {"enforcement": {"child_mutations": ["session/cancel"]}},

@@ -145,8 +145,14 @@ class WebSocketTransport(FrameTransport):
     async def receive_batch(self) -> list[Incoming] | None:
         """The next message as ``[frame]`` (or ``[Oversize]``); ``None`` once closed.
 
-        A text frame's raw newlines (JSON whitespace: JSON strings cannot hold
-        one) become spaces, so the message stays one line on a stdio peer.
+        A text frame's raw newlines (``0x0A``) become tabs (``0x09``), so the
+        frame stays one line on a stdio peer without changing the JSON verdict
+        on it: outside strings both are JSON whitespace, inside a string both
+        are control characters that JSON forbids unescaped. A frame that is
+        not one valid JSON text (a raw newline inside a string, several
+        messages on several lines) therefore stays invalid, and the core
+        refuses it as one message (-32700 to a client, dropped and audited
+        from an agent) instead of forwarding a repaired copy.
         """
         if self._ended:
             return None
@@ -163,7 +169,7 @@ class WebSocketTransport(FrameTransport):
         if len(data) > self._max:
             return [Oversize(len(data), True)]
         if b"\n" in data:
-            data = data.replace(b"\n", b" ")
+            data = data.replace(b"\n", b"\t")
         return [data]
 
     def _closed(self, reason: CloseReason | None) -> list[Incoming] | None:

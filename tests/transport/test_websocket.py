@@ -132,6 +132,44 @@ async def test_wrong_path_and_origin_are_refused() -> None:
                 await AcpClient(ws).start_session()
 
 
+async def test_browser_pages_and_rebound_names_are_refused_by_default() -> None:
+    """Default config on loopback: any Origin 403, a foreign Host 421 (audited); natives pass."""
+    stream = io.StringIO()
+    with trio.fail_after(TIMEOUT):
+        async with listening(make_config(), audit=AuditLog(stream)) as url:
+            port = url.split(":")[2].split("/")[0]
+            assert await upgrade_status(url, [(b"Origin", b"https://evil.example")]) == 403
+            assert await upgrade_status(url, host="attacker.example") == 421
+            assert await upgrade_status(url, host=f"attacker.example:{port}") == 421
+            for host in (f"localhost:{port}", "localhost", f"[::1]:{port}", "127.0.0.1"):
+                assert await upgrade_status(url, host=host) == 101
+            async with connect(url.replace("127.0.0.1", "localhost")) as ws:
+                await AcpClient(ws).start_session()
+    rejected = [r for r in audit_records(stream) if r["event"] == "connection_rejected"]
+    assert [r["status"] for r in rejected] == [403, 421, 421]
+
+
+async def test_allowed_hosts_names_a_listener_behind_a_name(tmp_path: Path) -> None:
+    """listen.allowed_hosts adds names; a token on 0.0.0.0 with allowed_hosts checks Host too."""
+    cfg = make_config(allowed_hosts=["acp.example"])
+    with trio.fail_after(TIMEOUT):
+        async with listening(cfg) as url:
+            assert await upgrade_status(url, host="acp.example:443") == 101
+            assert await upgrade_status(url, host="ACP.example") == 101
+            assert await upgrade_status(url, host="other.example") == 421
+        token_file = tmp_path / "token"
+        token_file.write_text("tok\n")
+        auth = [(b"Authorization", b"Bearer tok")]
+        async with listening(make_config(token_file=str(token_file)), "ws://0.0.0.0:0/acp") as url:
+            # A token keeps browsers out: no Host check without allowed_hosts.
+            assert await upgrade_status(local_url(url), auth, host="anything.example") == 101
+        cfg = make_config(token_file=str(token_file), allowed_hosts=["acp.example"])
+        async with listening(cfg, "ws://0.0.0.0:0/acp") as url:
+            assert await upgrade_status(local_url(url), auth, host="anything.example") == 421
+            assert await upgrade_status(local_url(url), auth, host="acp.example") == 101
+            assert await upgrade_status(local_url(url), auth, host="127.0.0.1") == 101
+
+
 async def test_oversize_frame_closes_with_1009_and_server_lives_on() -> None:
     """A message over the limit closes that connection with 1009, audited; others go on."""
     stream = io.StringIO()

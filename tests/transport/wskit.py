@@ -166,19 +166,22 @@ async def wait_for_lines(path: Path, predicate: Any, timeout_seconds: float = 10
             await trio.sleep(0.02)
 
 
-async def upgrade_status(url: str, headers: list[tuple[bytes, bytes]] | None = None) -> int:
+async def upgrade_status(
+    url: str, headers: list[tuple[bytes, bytes]] | None = None, host: str | None = None
+) -> int:
     """The HTTP status the server answers an upgrade request with (101 = accepted).
 
     Raw wsproto over a socket this function owns and closes (trio-websocket's
-    client leaves the socket of a rejected handshake open).
+    client leaves the socket of a rejected handshake open). ``host`` is the
+    ``Host`` header sent (default: ``HOST:PORT`` of ``url``).
     """
     rest = url.split("://", 1)[1]
     hostport, _, path = rest.partition("/")
-    host, _, port = hostport.rpartition(":")
+    address, _, port = hostport.rpartition(":")
     conn = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
-    stream = await trio.open_tcp_stream(host, int(port))
+    stream = await trio.open_tcp_stream(address, int(port))
     try:
-        request = wse.Request(host=hostport, target="/" + path, extra_headers=headers or [])
+        request = wse.Request(host=host or hostport, target="/" + path, extra_headers=headers or [])
         await stream.send_all(conn.send(request))
         while True:
             data = await stream.receive_some(65536)
