@@ -157,7 +157,7 @@ def core_paths() -> Iterator[list[Action]]:
         yield core.receive(AGENT, b'{"jsonrpc":"2.0","id":' + sid + b',"result":{}}', 0)
         yield core.receive(AGENT, b'{"jsonrpc":"2.0","id":' + sid + b',"error":' + sid + b"}", 0)
     # announced child with no capabilities, then mutations on it
-    child = b'{"sessionUpdate":"subagent_update","sessionId":"C\\ud800","title":"t"}'
+    child = b'{"sessionUpdate":"subagent_update","sessionId":"C\\u00e9\\ud83d\\ude00","title":"t"}'
     yield core.receive(
         AGENT,
         b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"P","update":'
@@ -169,15 +169,18 @@ def core_paths() -> Iterator[list[Action]]:
         yield core.receive(
             CLIENT,
             b'{"jsonrpc":"2.0","id":' + rid + b',"method":"session/prompt",'
-            b'"params":{"sessionId":"C\\ud800","prompt":[]}}',
+            b'"params":{"sessionId":"C\\u00e9\\ud83d\\ude00","prompt":[]}}',
             0,
         )
         yield core.receive(AGENT, b'{"jsonrpc":"2.0","id":' + rid + b',"result":1}', 0)
     yield core.receive(
-        CLIENT, b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"C\\ud800"}}', 0
+        CLIENT,
+        b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"C\\u00e9\\ud83d\\ude00"}}',
+        0,
     )
     # held traffic for unknown sessions, released on expiry and overflow
-    for sid in [b'"H\\ud800"', b'"' + b"h" * 100_000 + b'"']:
+    # (a lone surrogate or an id past limits.max_session_id_bytes is refused before)
+    for sid in [b'"H\\u00e9\\ud83d\\ude00"', b'"' + b"h" * 1000 + b'"']:
         for i in range(4):
             yield core.receive(
                 AGENT,

@@ -325,8 +325,11 @@ class ProxyCore(ClientSide, AgentSide):
         if type(params) is not dict or not _PARAMS_SLOW_KEYS.isdisjoint(params):
             return False  # snake_case aliases, and _meta (spread by an SDK): parse decides
         sid = params.get("sessionId")
-        if type(sid) is str and sid not in self._known:
-            return False
+        if type(sid) is str:
+            if sid not in self._known:
+                return False
+        elif "sessionId" in params:
+            return False  # not a string: refused (ProxyCore._bad_session_id)
         upd = params.get("update")
         if type(upd) is not dict:
             return True
@@ -447,13 +450,17 @@ class ProxyCore(ClientSide, AgentSide):
 
     # ------------------------------------------------------------ dispatch
 
-    def _long_session_id(self, params: dict[str, Any]) -> bool:
-        """True when ``params.sessionId`` or ``params.update.sessionId`` is a string
-        longer than ``limits.max_session_id_bytes`` (state keyed by session ids stays
-        bounded in bytes)."""
+    def _bad_session_id(self, params: dict[str, Any]) -> bool:
+        """True when ``params.sessionId`` is present but not a string, or it or
+        ``params.update.sessionId`` is a string longer than
+        ``limits.max_session_id_bytes`` (every field naming a session is
+        type-checked, and state keyed by session ids stays bounded in bytes)."""
+        named = params.get("sessionId", "")
+        if type(named) is not str:
+            return True
         limit = self._max_sid
         upd = params.get("update")
-        for sid in (params.get("sessionId"), upd.get("sessionId") if type(upd) is dict else None):
+        for sid in (named, upd.get("sessionId") if type(upd) is dict else None):
             if (
                 type(sid) is str
                 and len(sid) > limit // 4
@@ -463,8 +470,14 @@ class ProxyCore(ClientSide, AgentSide):
         return False
 
     def _too_long(self, source: Peer, m: Message, out: list[Action]) -> None:
-        """Refuses a message naming a session id over the limit (answered or dropped)."""
-        reason = f"session id longer than limits.max_session_id_bytes ({self._max_sid})"
+        """Refuses a message whose session id is not a string or is over the limit
+        (answered or dropped)."""
+        sid = m.params.get("sessionId") if m.params is not None else None
+        reason = (
+            f"session id longer than limits.max_session_id_bytes ({self._max_sid})"
+            if type(sid) is str or sid is None
+            else "params.sessionId must be a string"
+        )
         if source is _AGENT:
             self._refuse(m, out, reason)
             return
@@ -481,7 +494,7 @@ class ProxyCore(ClientSide, AgentSide):
         try:
             if m.kind is _INVALID:
                 self._invalid(source, m, out)
-            elif m.params is not None and self._long_session_id(m.params):
+            elif m.params is not None and self._bad_session_id(m.params):
                 self._too_long(source, m, out)
             elif m.ambiguous:
                 self._ambiguous(source, m, out)

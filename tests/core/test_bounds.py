@@ -144,3 +144,18 @@ def test_known_ordinary_sessions_are_bounded() -> None:
     assert len(core.registry.ordinary) == 3
     out = core.receive(AGENT, chunk("P", "late"), 0.0)
     assert audits(out, "held")
+
+
+def test_a_session_id_that_is_not_a_string_is_refused_both_ways() -> None:
+    """params.sessionId must be a string when present: a client request with a list, object,
+    number or null there is answered -32602 (never forwarded, whatever method); an agent
+    notification is dropped."""
+    core = core_with()
+    for n, sid in enumerate((["C"], {"id": "C"}, 7, None, True)):
+        for method in ("session/prompt", "_vendor/x"):
+            out = core.receive(CLIENT, req(n, method, {"sessionId": sid}), 0.0)
+            assert sends(out, AGENT) == []
+            assert decoded(sends(out, CLIENT)[0])["error"]["code"] == -32602
+        out = core.receive(AGENT, notif("session/update", {"sessionId": sid, "update": {}}), 0.0)
+        assert sends(out) == []
+    assert_accounting(core)

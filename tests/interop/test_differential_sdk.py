@@ -148,11 +148,11 @@ async def test_no_sdk_agent_dispatches_a_mutation_for_a_child(
     records, _ = await run_through_proxy(agent, tmp_path, hostile, [c for c, _ in checks], env)
     labels = {sp.case: sp.label for sp in hostile}
 
-    dispatched = {(r["case"], r["sessionId"]) for r in records}
+    dispatched = {(r["case"], json.dumps(r["sessionId"])) for r in records}
     missing = [
         sp.label
         for sp, sid in checks
-        if (sp.case, sid) not in dispatched
+        if (sp.case, json.dumps(sid)) not in dispatched
         and not (sdk == "python" and sp.method == "session/inject")  # no such route
     ]
     on_child = [r for r in records if r["sessionId"] == CHILD and r["method"] not in READ_ONLY]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 
 import trio
-from trio_websocket import WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
 from acp_proxy.audit import AuditLog
 from acp_proxy.config import Config
@@ -59,7 +60,8 @@ async def test_agent_frame_that_is_not_json_is_dropped_and_audited() -> None:
             '{"jsonrpc":"2.0",\n"method":"_ok"}',
         ):
             await ws.send_message(frame)
-        await ws.get_message()  # until the client closes
+        with contextlib.suppress(ConnectionClosed):
+            await ws.get_message()  # until the client closes
 
     core = ProxyCore(Config())
     with trio.fail_after(TIMEOUT):
@@ -76,11 +78,13 @@ async def test_agent_frame_that_is_not_json_is_dropped_and_audited() -> None:
             ) as ws:
                 transport = WebSocketTransport(ws, Peer.AGENT, 1 << 20)
                 actions = []
-                for _ in range(3):
+                frames = 0
+                while frames < 3:  # the frames may arrive in one batch or several
                     batch = await transport.receive_batch()
                     assert batch is not None
-                    assert len(batch) == 1
+                    frames += len(batch)
                     actions += core.receive_frames(Peer.AGENT, batch, 0.0)  # type: ignore[arg-type]
+                assert frames == 3
             nursery.cancel_scope.cancel()
     sends = [a for a in actions if isinstance(a, Send)]
     # Only the valid multi-line frame passes, as one line (its newline was whitespace).
