@@ -22,13 +22,12 @@ MIB = 1024 * 1024
 def hostile_request(size_bytes: int) -> str:
     """A request of ``size_bytes`` whose params are ``["\\u0041",{},{},...]``.
 
-    The ``\\u`` escape sends the frame down the core's strict path (the
-    standard library decoder with a Python hook per object): about 10 million
-    objects, seconds of Python work, which stalled every connection for ~6.6 s
-    before large frames went to a worker thread (~0.8 s after). Shapes whose
-    cost is one C call holding the GIL (many keys: ~1.5 s, deep arrays: ~2 s)
-    are not split by a thread; a ``[{},...]`` batch this size takes minutes in
-    today's core.
+    About 10 million JSON values. Before large frames were read through views
+    (``acp_proxy.core.views``) and handed to a worker thread, the ``\\u``
+    escape sent this frame down the standard library decoder with a Python
+    hook per object, which stalled every connection for ~6.6 s; now the view
+    never builds the array (and a thread would keep the loop turning if it
+    did). The bound must hold whatever the core does.
     """
     head = '{"jsonrpc":"2.0","id":7,"method":"_x","params":["\\u0041",'
     count = (size_bytes - len(head) - 2) // 3
