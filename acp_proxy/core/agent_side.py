@@ -385,7 +385,8 @@ class AgentSide(EngineBase):
                 _AGENT,
                 sessionId=cid,
                 parentSessionId=parent_id,
-                reason="re-announced with capabilities after its parent's load / resume",
+                reason="revocation ended: re-announced after its parent's load / resume; "
+                "its current capabilities apply",
             )
 
     def _duplicate_mirror(

@@ -106,7 +106,7 @@ def _client_note(run: Run, an: Analysis, i: int) -> str | None:
         revoked = next((r for r in run.audit if r.get("event") == "grants_revoked"), {})
         return (
             f"FRESHNESS BOUNDARY: forwarded; {sid}'s {revoked.get('count', '?')} children "
-            "lose their grants until the agent re-announces them after its answer (audit: "
+            "lose any grants until the agent re-announces them after its answer (audit: "
             "grants_revoked)."
         )
     if method == "session/cancel" and sid == run.child1 and i in an.reached_agent:
