@@ -17,7 +17,7 @@ from acp_proxy.core.hold import Evicted
 from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
 from acp_proxy.core.jsonscan import without_member
 from acp_proxy.core.patch import UNSET
-from acp_proxy.core.registry import UpdateOutcome
+from acp_proxy.core.registry import MAX_DEPTH, UpdateOutcome
 from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
 
 __all__ = ["MAX_HELD_NESTING", "AgentSide"]
@@ -335,7 +335,8 @@ class AgentSide(EngineBase):
                 _AGENT,
                 "notification_dropped",
                 f"limits.max_children ({limits.max_children}) or "
-                f"limits.max_registry_bytes ({limits.max_registry_bytes})",
+                f"limits.max_registry_bytes ({limits.max_registry_bytes}) or nesting deeper "
+                f"than {MAX_DEPTH}",
             )
             return []
         if outcome is UpdateOutcome.INVALID:

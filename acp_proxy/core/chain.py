@@ -109,7 +109,7 @@ def _frame(rid: JsonId | None, has_id: bool, members: list[tuple[str, bytes]]) -
 
 
 def _valid_id(v: Any) -> bool:
-    return type(v) is str or type(v) is int
+    return type(v) is str or (type(v) is int and -(2**53) < v < 2**53)
 
 
 @attrs.frozen(slots=True)
@@ -474,8 +474,10 @@ class ChainAdapter:
 
     @staticmethod
     def _cancel_frame(params: dict[str, Any] | None, rid: JsonId) -> bytes:
-        # A view (a frame over limits.dense_message_bytes) keeps only its decision keys.
-        new = {k: v for k, v in (params or {}).items() if k != VIEW_KEY}
+        if params is not None and VIEW_KEY in params:
+            # A cancel over limits.dense_message_bytes (a view): only requestId is kept.
+            params = {}
+        new = dict(params or {})
         new["requestId"] = rid
         return dumps({"jsonrpc": "2.0", "method": _CANCEL, "params": new})
 

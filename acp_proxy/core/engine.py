@@ -47,6 +47,8 @@ _INSPECTED_UPDATES: dict[str, str | None] = {
     "tool_call_update": "content",
 }
 _NEVER: Any = object()
+_ID_KEYS = ("sessionId", "senderSessionId", "recipientSessionId")
+_REF_KEYS = ("content", "background")
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
 _PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
 
@@ -255,21 +257,22 @@ class ProxyCore(ClientSide, AgentSide):
             self._audit(out, "invalid_message", source, id=None, reason=reason)
             self._answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
             return
-        items = m.items
-        n["accepted"] += len(items)
+        items = m.items  # () for a batch over limits.dense_message_bytes: not read
+        count = max(1, len(items))
+        n["accepted"] += count
         answered = 0
         for item in items:
             if item.kind is _REQUEST and item.id is not None:
                 answered += 1
                 self._answer(out, _AGENT, item.id, INVALID_REQUEST, f"acp-proxy: {reason}")
-        n["dropped"] += len(items) - answered
+        n["dropped"] += count - answered
         self._audit(
             out,
             "batch_refused",
             source,
-            count=len(items),
+            count=count,
             answered=answered,
-            reason=f"{reason}: {len(items)} elements refused",
+            reason=f"{reason}: {count} elements refused",
         )
         out.append(Report("warning", f"agent sent a JSON-RPC batch, refused: {reason}"))
 
@@ -458,9 +461,17 @@ class ProxyCore(ClientSide, AgentSide):
         named = params.get("sessionId", "")
         if type(named) is not str:
             return True
-        limit = self._max_sid
         upd = params.get("update")
-        for sid in (named, upd.get("sessionId") if type(upd) is dict else None):
+        ids: list[Any] = [named]
+        if type(upd) is dict:
+            # every reference the hold buffer may key on (AgentSide._unknown_session)
+            ids += (upd.get(k) for k in _ID_KEYS)
+            for key in _REF_KEYS:
+                items = upd.get(key)
+                if type(items) is list:
+                    ids += (i.get("sessionId") for i in items if type(i) is dict)
+        limit = self._max_sid
+        for sid in ids:
             if (
                 type(sid) is str
                 and len(sid) > limit // 4

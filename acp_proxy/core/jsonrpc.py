@@ -51,7 +51,7 @@ from acp_proxy.core.guard import (
     misread,
     strict_loads,
 )
-from acp_proxy.core.views import NotCanonical, decode_view, strict_utf8
+from acp_proxy.core.views import TooDense, decode_view, strict_utf8
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -169,9 +169,13 @@ _fast_loads = _DECODER.decode
 _fast_dumps = _ENCODER.encode
 
 
+_SAFE_INT = 2**53
+_ID_REASON = '"id" must be a string or an integer between -(2**53 - 1) and 2**53 - 1'
+
+
 def _valid_id(v: Any) -> bool:
     t = type(v)
-    return t is str or t is int
+    return t is str or (t is int and -_SAFE_INT < v < _SAFE_INT)
 
 
 # Enum members as module globals: ``Kind.X`` is a slow attribute lookup.
@@ -227,7 +231,9 @@ def classify(raw: bytes, body: Any) -> Message:
         return m
     rid = body.get("id", _MISSING)
     t = type(rid)
-    rid_ok = t is str or t is int
+    # An integer id must be one a JavaScript peer reads exactly (|id| < 2**53): two ids
+    # it would read as one could end the wrong request in flight.
+    rid_ok = t is str or (t is int and -_SAFE_INT < rid < _SAFE_INT)
     method = body.get("method", _MISSING)
     if (
         body.get("jsonrpc") == "2.0"
@@ -250,7 +256,7 @@ def classify(raw: bytes, body: Any) -> Message:
                     m.ambiguous = True
                     m.reason = why
             if m.kind is _INVALID:
-                m.reason = '"id" must be a string or an integer'
+                m.reason = _ID_REASON
             return m
     return _classify_slow(raw, body, rid, rid_ok)
 
@@ -284,7 +290,7 @@ def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> 
         elif rid_ok:
             m.kind = _REQUEST
         else:
-            m.reason = '"id" must be a string or an integer'
+            m.reason = _ID_REASON
         return m
     if rid is _MISSING:
         m.reason = "neither a request, a notification nor a response"
@@ -296,7 +302,7 @@ def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> 
         return m
     if has_result:
         if not rid_ok:
-            m.reason = '"id" must be a string or an integer'
+            m.reason = _ID_REASON
             return m
         m.kind = _RESPONSE
         return m
@@ -326,7 +332,6 @@ DENSE_CHECK_BYTES = 1024 * 1024
 #: arrays, long runs of numbers or of short keys are refused before they are
 #: built. String-heavy messages (text, diffs, base64) are far from it.
 MIN_BYTES_PER_VALUE = 48
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 def dense_reason(dense_bytes: int, min_bytes_per_value: int) -> str:
@@ -336,37 +341,6 @@ def dense_reason(dense_bytes: int, min_bytes_per_value: int) -> str:
         f"one JSON value per {min_bytes_per_value} bytes (limits.min_bytes_per_value): "
         "too dense to inspect within the memory bound"
     )
-
-
-def too_dense(
-    raw: bytes,
-    dense_bytes: int = DENSE_CHECK_BYTES,
-    min_bytes_per_value: int = MIN_BYTES_PER_VALUE,
-) -> bool:
-    """True when ``raw`` is longer than ``dense_bytes`` and holds more JSON values
-    than one per ``min_bytes_per_value`` bytes.
-
-    Values are counted without decoding and without copying: commas and
-    opening brackets are counted in C, then those inside strings are taken
-    off string by string (stopping as soon as the frame is known not to be
-    dense). Linear in ``len(raw)``, constant extra memory; never raises.
-    """
-    n = len(raw)
-    if n <= dense_bytes:
-        return False
-    allowed = n // min_bytes_per_value
-    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
-    if values <= allowed:
-        return False
-    excess = values - allowed  # structural-looking bytes that strings must account for
-    count = raw.count
-    for match in _STRING.finditer(raw):
-        start, end = match.span()
-        if end - start > 2:
-            excess -= count(b",", start, end) + count(b"[", start, end) + count(b"{", start, end)
-            if excess <= 0:
-                return False
-    return True
 
 
 def parse(
@@ -406,32 +380,47 @@ def parse(
     return classify(raw, body)
 
 
-_START = re.compile(rb"[ \t\r\n]*\{")
-
-
 def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int) -> Message:
-    """:func:`parse` for a frame over ``dense_bytes``: a view, never the whole tree."""
+    """:func:`parse` for a frame over ``dense_bytes``: a view, never the whole tree.
+
+    A JSON array is a batch, refused whole without reading its elements; a
+    scalar is invalid; an object is read through :func:`~acp_proxy.core.views.decode_view`.
+    A frame msgspec cannot decode (invalid JSON, a lone surrogate escape in a
+    string it reads) is a parse error here: the standard library, which would
+    build the whole tree, is never used on a large frame.
+    """
     if not strict_utf8(raw):
         m = Message(raw, _INVALID, None)
         m.parse_error = True
         m.reason = "not valid JSON: not strict UTF-8"
         return m
-    if _START.match(raw):
-        try:
-            body, reason = decode_view(raw)
-        except (msgspec.DecodeError, NotCanonical, RecursionError):
-            pass  # the strict path decides (and reports)
-        else:
-            m = classify(raw, body)
-            if reason is not None and m.kind is not _INVALID:
-                m.ambiguous = True
-                m.reason = reason
-            return m
-    if too_dense(raw, dense_bytes, min_bytes_per_value):
+    first = _FIRST.match(raw)
+    lead = raw[first.end() : first.end() + 1] if first is not None else b""
+    if lead == b"[":
+        return Message(raw, _BATCH, None)  # refused whole; its elements are not read
+    if lead != b"{":
+        m = Message(raw, _INVALID, None)
+        m.reason = "not a JSON object"
+        return m
+    try:
+        body, reason = decode_view(raw, min_bytes_per_value)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        m = Message(raw, _INVALID, None)
+        m.parse_error = True
+        m.reason = f"not valid JSON: {_short(str(exc))}"
+        return m
+    except TooDense:
         m = Message(raw, _INVALID, None)
         m.reason = dense_reason(dense_bytes, min_bytes_per_value)
         return m
-    return _parse_strict(raw)
+    m = classify(raw, body)
+    if reason is not None and m.kind is not _INVALID:
+        m.ambiguous = True
+        m.reason = reason
+    return m
+
+
+_FIRST = re.compile(rb"[ \t\r\n]*")
 
 
 def canonical(raw: bytes, dense_bytes: int = DENSE_CHECK_BYTES) -> Any:

@@ -121,7 +121,7 @@ def check_mutation(
     capability = mutations.get(method)
     if capability is None:
         return Rejection(session_id, method, None, "not_allowed_on_child")
-    if not child.fresh:
+    if not registry.is_fresh(session_id):
         return Rejection(session_id, method, capability, "stale_after_parent_reload")
     if child.permits(capability):
         return None

@@ -27,7 +27,11 @@ from acp_proxy.core.jsonrpc import dumps
 from acp_proxy.core.patch import UNSET, apply_patch, merge_meta, meta_patch_is_noop
 from acp_proxy.core.schema import SubagentUpdate
 
-__all__ = ["Child", "Registry", "UpdateOutcome"]
+__all__ = ["MAX_DEPTH", "Child", "Registry", "UpdateOutcome"]
+
+#: Deepest nesting of children (a child of a child ... counts each level); an
+#: announcement deeper than this is refused and its id denied (fail closed).
+MAX_DEPTH = 64
 
 
 @attrs.define
@@ -174,6 +178,18 @@ class Registry:
             del ordinary[oldest]
             if oldest not in self.children and oldest not in self.opening:
                 self.known.discard(oldest)  # its later traffic is held again
+
+    def is_fresh(self, session_id: str) -> bool:
+        """True when the child and every child above it are fresh (no ancestor's load or
+        resume has revoked the grants of its subtree since it was last announced)."""
+        c = self.children.get(session_id)
+        for _ in range(MAX_DEPTH + 1):
+            if c is None:
+                return True
+            if not c.fresh:
+                return False
+            c = self.children.get(c.parent_id)
+        return False
 
     def is_ordinary(self, session_id: str) -> bool:
         """True for a session created, loaded or resumed (and answered) as ordinary."""
@@ -341,6 +357,8 @@ class Registry:
                 return UpdateOutcome.INVALID
             if len(self.children) >= self.max_children:
                 return UpdateOutcome.REFUSED
+            if len(self.ancestors(parent_id)) >= MAX_DEPTH - 1:
+                return UpdateOutcome.REFUSED  # chains stay short: walks up them stay cheap
             c = Child(session_id=sid, parent_id=parent_id, announced_at=now, fresh=not history)
             self._patch(c, view)
             size = min(_fields_bytes(c), self.max_child_bytes)

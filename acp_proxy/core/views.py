@@ -27,12 +27,22 @@ that cannot be checked for decision keys and makes the frame ambiguous.
 from __future__ import annotations
 
 import codecs
+import re
 from typing import Any
 
 import msgspec
 from msgspec import Raw
 
-__all__ = ["FIELD_BYTES", "MAX_REFS", "VIEW_KEY", "NotCanonical", "decode_view", "strict_utf8"]
+__all__ = [
+    "FIELD_BYTES",
+    "MAX_REFS",
+    "OPAQUE",
+    "VIEW_KEY",
+    "TooDense",
+    "decode_view",
+    "strict_utf8",
+    "too_dense",
+]
 
 #: Key under which every view level keeps its own bytes (no JSON key can be
 #: confused with it by the engine: it never reaches a peer).
@@ -48,8 +58,47 @@ OVERSIZE_META_REASON = (
 )
 
 
-class NotCanonical(ValueError):
-    """A decision level repeats, escapes or spaces its keys: use the strict path."""
+class TooDense(ValueError):
+    """A decision level holds more members than one per ``min_bytes_per_value`` bytes."""
+
+
+#: Why a view is ambiguous: a decision key occurs twice in one decision level.
+DUPLICATE_REASON = (
+    "a decision key occurs twice in one object (first-wins and last-wins readers differ)"
+)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
+
+
+def _level_dups(data: bytes, keys: frozenset[str]) -> bool:
+    """True when a key of ``keys`` occurs twice among the members of the object ``data``.
+
+    One pass over the object's tokens (strings skipped by a regular
+    expression; keys compared decoded, so an escaped spelling counts):
+    constant memory, linear time.
+    """
+    seen: set[str] = set()
+    depth = 0
+    expect_key = False
+    for tok in _TOKEN.finditer(data):
+        c = data[tok.start()]
+        if c == 0x22:
+            if depth == 1 and expect_key:
+                text = tok.group()
+                key = _ANY.decode(text) if b"\\" in text else text[1:-1].decode()
+                if key in keys:
+                    if key in seen:
+                        return True
+                    seen.add(key)
+                expect_key = False
+        elif c == 0x7B or c == 0x5B:  # { [
+            depth += 1
+            expect_key = depth == 1
+        elif c == 0x7D or c == 0x5D:  # } ]
+            depth -= 1
+        elif c == 0x2C and depth == 1:  # ,
+            expect_key = True
+    return False
 
 
 class _Ref(msgspec.Struct, forbid_unknown_fields=False):
@@ -118,8 +167,8 @@ _FIELDS = frozenset(
     {"title", "description", "capabilities", "state", "cwd", "additionalDirectories"}
 )
 _REF_LISTS = frozenset({"content", "background"})
-#: Most ``sessionId`` members a content / background list is searched for.
-MAX_REFS = 10_000
+#: Most ``sessionId`` members read from one long content / background list.
+MAX_REFS = 1_000
 
 
 def strict_utf8(raw: bytes) -> bool:
@@ -135,10 +184,16 @@ def strict_utf8(raw: bytes) -> bool:
     return True
 
 
+#: Stands in for a decision value too large to read (a container over 64 KiB where a
+#: string or number belongs): hashable, JSON-serializable, and no type check the
+#: engine makes (``str``, ``int``, ``dict``, ``list``) accepts it.
+OPAQUE = ("acp-proxy: value too large to read",)
+
+
 def _value(raw: Raw) -> Any:
     """A decision value: strings and numbers decoded; a container decoded only when small."""
     if _first(raw) in (b"{", b"[") and len(raw) > 64 * 1024:
-        return raw  # not a valid decision value anyway (a container), kept as bytes
+        return OPAQUE  # not a valid decision value anyway (a container)
     return _ANY.decode(raw)
 
 
@@ -146,16 +201,20 @@ def _first(raw: Raw) -> bytes:
     return memoryview(raw)[:1].tobytes()
 
 
-def _members(raw: Raw, keys: frozenset[str], plain: bool) -> list[tuple[str, Raw]]:
+def _members(
+    raw: Raw, keys: frozenset[str], plain: bool, min_bytes_per_value: int
+) -> list[tuple[str, Raw]]:
     """The decision members of one level, as raw bytes.
 
     ``plain`` (no decision key is spelled twice in the frame and nothing is
     escaped): a struct of the decision members, the others skipped unbuilt.
-    Otherwise every member is read and the level must be exactly the compact
-    encoding of them (no repeated, escaped or spaced keys).
+    Otherwise every member is read (last one wins, as in both SDKs); when the
+    level is not exactly the compact encoding of its members, its tokens are
+    scanned for a decision key that occurs twice.
 
     Raises:
-        NotCanonical: see above.
+        TooDense: the level has more than one member per ``min_bytes_per_value`` bytes.
+        Ambiguous: a decision key occurs twice in the level.
     """
     if plain:
         level = _STRUCTS[keys].decode(raw)
@@ -164,29 +223,41 @@ def _members(raw: Raw, keys: frozenset[str], plain: bool) -> list[tuple[str, Raw
         return [(k, v) for k, v in zip(names, values, strict=True) if len(v)]
     members = _MEMBERS.decode(raw)
     if _ENCODE(members) != memoryview(raw):
-        raise NotCanonical
+        data = bytes(raw)
+        if len(members) * min_bytes_per_value > len(raw) or too_dense(data, 0, min_bytes_per_value):
+            raise TooDense  # the scan below costs a Python step per value
+        if _level_dups(data, keys):
+            raise Ambiguous(DUPLICATE_REASON)
     return [(k, v) for k, v in members.items() if k in keys]
 
 
-def _level(raw: Raw, keys: frozenset[str], reasons: list[str], plain: bool) -> Any:
+class Ambiguous(ValueError):
+    """A peer could read a decision level differently from the proxy (``args[0]``: why)."""
+
+
+def _level(raw: Raw, keys: frozenset[str], reasons: list[str], plain: bool, mbpv: int) -> Any:
     """One view level: a dict of the decision keys present plus :data:`VIEW_KEY`.
 
     Raises:
-        NotCanonical: the level is not exactly the compact encoding of its members.
+        TooDense: see :func:`_members`.
     """
     if _first(raw) != b"{":
         return _value(raw)  # not an object: the classifier reports it
     out: dict[str, Any] = {VIEW_KEY: raw}
-    for key, value in _members(raw, keys, plain):
+    for key, value in _members(raw, keys, plain, mbpv):
         if key in _NESTED:
-            out[key] = _level(value, _NESTED[key], reasons, plain)
+            out[key] = _level(value, _NESTED[key], reasons, plain, mbpv)
         elif key in _REF_LISTS:
-            out[key] = _refs(value)
+            out[key] = _refs(value, "session" if key == "content" else "subagent")
         elif key in _FIELDS or key == "_meta" or key == "field_meta" or key == "clientCapabilities":
             if len(value) <= FIELD_BYTES:
                 decoded = _ANY.decode(value)
-                if key == "capabilities" and _ENCODE(decoded) != memoryview(value):
-                    raise NotCanonical  # its keys decide: no repeats or escapes
+                if (
+                    key == "capabilities"
+                    and _ENCODE(decoded) != memoryview(value)
+                    and _level_dups(bytes(value), _CAPABILITY_KEYS)
+                ):
+                    raise Ambiguous(DUPLICATE_REASON)  # its keys decide
                 out[key] = decoded
             elif key == "capabilities":
                 out[key] = {}  # grants nothing: fail closed
@@ -199,23 +270,66 @@ def _level(raw: Raw, keys: frozenset[str], reasons: list[str], plain: bool) -> A
     return out
 
 
-def _refs(raw: Raw) -> Any:
-    """A ``content`` / ``background`` list reduced to ``{"type", "sessionId"}`` items
-    (only what the hold buffer reads; a list without ``"sessionId"`` is not decoded)."""
+_SESSION_ID_MEMBER = re.compile(rb'"sessionId"[ \t\r\n]*:[ \t\r\n]*("[^"\\]*(?:\\.[^"\\]*)*")')
+
+
+def _refs(raw: Raw, kind: str) -> Any:
+    """A ``content`` / ``background`` list reduced to ``{"type", "sessionId"}`` items:
+    only what the hold buffer reads (``kind``: the item type that references a session).
+
+    Up to :data:`FIELD_BYTES` the list is decoded into small structs. A longer
+    list is never decoded: every ``"sessionId"`` string member found in it (at
+    most :data:`MAX_REFS`) counts as a reference of ``kind``, so the message is
+    held until each is known (fail closed; memory stays that of the ids).
+    """
     if _first(raw) != b"[":
-        return raw
+        return OPAQUE
     data = bytes(raw)
-    refs = data.count(b'"sessionId"')
-    if refs == 0 and b"\\u" not in data:
+    if b'"sessionId"' not in data and b"\\u" not in data:
         return []
-    if refs > MAX_REFS:
-        return raw  # not searched (the hold buffer sees no reference)
-    items = _REFS.decode(data)
-    return [
-        {"type": _value(r.type) if len(r.type) else None, "sessionId": _value(r.sessionId)}
-        for r in items
-        if len(r.sessionId)
-    ]
+    if len(data) <= FIELD_BYTES:
+        return [
+            {"type": _value(r.type) if len(r.type) else None, "sessionId": _value(r.sessionId)}
+            for r in _REFS.decode(data)
+            if len(r.sessionId)
+        ]
+    out: list[dict[str, Any]] = []
+    for match in _SESSION_ID_MEMBER.finditer(data):
+        out.append({"type": kind, "sessionId": _ANY.decode(match.group(1))})
+        if len(out) >= MAX_REFS:
+            break
+    return out
+
+
+def too_dense(
+    raw: bytes,
+    dense_bytes: int = 1024 * 1024,
+    min_bytes_per_value: int = 48,
+) -> bool:
+    """True when ``raw`` is longer than ``dense_bytes`` and holds more JSON values
+    than one per ``min_bytes_per_value`` bytes.
+
+    Values are counted without decoding and without copying: commas and
+    opening brackets are counted in C, then those inside strings are taken
+    off string by string (stopping as soon as the frame is known not to be
+    dense). Linear in ``len(raw)``, constant extra memory; never raises.
+    """
+    n = len(raw)
+    if n <= dense_bytes:
+        return False
+    allowed = n // min_bytes_per_value
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
+    if values <= allowed:
+        return False
+    excess = values - allowed  # structural-looking bytes that strings must account for
+    count = raw.count
+    for match in _STRING.finditer(raw):
+        start, end = match.span()
+        if end - start > 2:
+            excess -= count(b",", start, end) + count(b"[", start, end) + count(b"{", start, end)
+            if excess <= 0:
+                return False
+    return True
 
 
 def _plain(raw: bytes) -> bool:
@@ -229,7 +343,10 @@ def _plain(raw: bytes) -> bool:
 _LITERALS = tuple(f'"{k}"'.encode() for k in sorted(_TOP | _PARAMS | _UPDATE | {"cancel"}))
 
 
-def decode_view(raw: bytes) -> tuple[Any, str | None]:
+_CAPABILITY_KEYS = frozenset({"cancel", "_meta"})
+
+
+def decode_view(raw: bytes, min_bytes_per_value: int = 48) -> tuple[Any, str | None]:
     """The view of one large frame (see the module doc).
 
     Args:
@@ -242,9 +359,20 @@ def decode_view(raw: bytes) -> tuple[Any, str | None]:
     Raises:
         msgspec.DecodeError: not valid JSON, or a decision value msgspec refuses
             (a lone surrogate escape, ...): use the strict path.
-        NotCanonical: a decision level is not compact JSON: use the strict path.
+        TooDense: a decision level that is not compact JSON has more than one
+            member per ``min_bytes_per_value`` bytes.
         RecursionError: nested too deeply for the decoder.
     """
     reasons: list[str] = []
-    body = _level(Raw(raw), _TOP, reasons, _plain(raw))
+    try:
+        body = _level(Raw(raw), _TOP, reasons, _plain(raw), min_bytes_per_value)
+    except Ambiguous as exc:
+        # refused: only what names the answer (jsonrpc, id, method) is read
+        top = _STRUCTS[_TOP].decode(raw)
+        body = {VIEW_KEY: Raw(raw)}
+        for name in ("jsonrpc", "id", "method"):
+            value: Raw = getattr(top, name)
+            if len(value):
+                body[name] = _value(value)
+        return body, str(exc)
     return body, (reasons[0] if reasons else None)

@@ -49,9 +49,9 @@ json_values = st.recursive(
     max_leaves=10,
 )
 ids = st.one_of(
-    st.integers(min_value=-(2**80), max_value=2**80),
+    st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1),
     st.text(max_size=4),
-    st.sampled_from([0, 1, -1, "1", 2**80, 2**63]),
+    st.sampled_from([0, 1, -1, "1", 2**53 - 1, -(2**53) + 1]),
 )
 
 
@@ -332,12 +332,17 @@ def test_string_and_integer_ids_are_different_requests() -> None:
     assert core.statistics().pending_client_requests == 1
 
 
-def test_big_integer_id_round_trips() -> None:
-    """An id beyond 64 bits matches its response exactly (no float rounding)."""
+def test_largest_safe_integer_id_round_trips() -> None:
+    """An id of 2**53 - 1 matches its response exactly (no float rounding); 2**53 is refused
+    (a JavaScript peer reads 2**53 and 2**53 + 1 as one id)."""
     core = ProxyCore()
-    core.receive(CLIENT, req(2**80, "_x/a"), 0.0)
-    assert events(core.receive(AGENT, resp(2**80 + 1, None), 0.0)) == ["unknown_response"]
-    assert sends(core.receive(AGENT, resp(2**80, None), 0.0)) == [resp(2**80, None)]
+    big = 2**53 - 1
+    core.receive(CLIENT, req(big, "_x/a"), 0.0)
+    assert events(core.receive(AGENT, resp(big - 1, None), 0.0)) == ["unknown_response"]
+    assert sends(core.receive(AGENT, resp(big, None), 0.0)) == [resp(big, None)]
+    out = core.receive(CLIENT, req(2**53, "_x/a"), 0.0)
+    assert sends(out, AGENT) == []
+    assert decoded(sends(out, CLIENT)[0])["error"]["code"] == -32600
 
 
 def test_response_to_unknown_id_from_agent_is_dropped_and_audited() -> None:
@@ -503,7 +508,7 @@ def test_partial_last_line_is_dropped_and_audited() -> None:
 def test_agent_closing_answers_every_pending_client_request() -> None:
     """peer_closed(AGENT, detail) answers each pending client request with an error naming it."""
     core = ProxyCore()
-    rids = [1, "two", 2**80]
+    rids = [1, "two", 2**53 - 1]
     for rid in rids:
         core.receive(CLIENT, req(rid, "session/prompt", {"sessionId": "S"}), 0.0)
     out = core.peer_closed(AGENT, 1.0, "agent exited with status 137")

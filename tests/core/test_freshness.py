@@ -397,3 +397,35 @@ class FreshnessMachine(RuleBasedStateMachine):
 
 FreshnessMachine.TestCase.settings = settings(max_examples=80, stateful_step_count=30)
 TestFreshnessMachine = FreshnessMachine.TestCase
+
+
+def test_an_ordinary_session_reparented_during_a_load_takes_its_children_with_it() -> None:
+    """X (ordinary, child G granted cancel) announced under P while P is being loaded: X is
+    history, and so is G below it, though G was never re-announced (found by a hostile
+    review: G kept its grant)."""
+    core = ProxyCore()
+    open_session(core, "P")
+    open_session(core, "X")
+    core.receive(AGENT, announce("X", "G", capabilities=CANCEL), 0.0)
+    assert passes(core, "G")
+    core.receive(CLIENT, req(10, "session/load", {"sessionId": "P", "cwd": "/"}), 1.0)
+    core.receive(AGENT, announce("P", "X", capabilities=CANCEL), 1.0)
+    assert not passes(core, "X")
+    assert not passes(core, "G")
+
+
+def test_child_chains_are_bounded_in_depth() -> None:
+    """An announcement nested deeper than registry.MAX_DEPTH is refused and its id denied."""
+    from acp_proxy.core.registry import MAX_DEPTH
+
+    core = ProxyCore()
+    open_session(core, "P")
+    parent = "P"
+    for i in range(MAX_DEPTH - 1):
+        core.receive(AGENT, announce(parent, f"C{i}", capabilities=CANCEL), 0.0)
+        parent = f"C{i}"
+    assert core.registry.child(parent) is not None
+    out = core.receive(AGENT, announce(parent, "TOO_DEEP", capabilities=CANCEL), 0.0)
+    assert "notification_dropped" in events(out)
+    assert not passes(core, "TOO_DEEP")
+    assert passes(core, parent)

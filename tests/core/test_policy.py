@@ -270,7 +270,7 @@ def test_meta_inside_capabilities_never_grants() -> None:
     assert check_mutation(reg, {"_x/y": "_meta"}, "_x/y", "C") is not None
 
 
-@pytest.mark.parametrize("rid", ["req-1", 0, -5, 2**80])
+@pytest.mark.parametrize("rid", ["req-1", 0, -5, 2**53 - 1])
 def test_rejection_uses_the_requests_own_id(rid: Any) -> None:
     """The rejection answers the request's id exactly (strings, 0, negatives, big ints)."""
     core = with_child(2, {})

@@ -216,3 +216,39 @@ def test_parse_of_a_view_keeps_the_raw_bytes() -> None:
     held = core(False)
     out = held.receive(AGENT, pad(chunk("Z", "x"), value=b'"' + b"v" * MIB + b'"'), 0.0)
     assert audits(out, "held")
+
+
+def test_a_large_frame_with_a_lone_surrogate_escape_is_a_parse_error() -> None:
+    """A large frame msgspec will not decode is refused as not JSON: the standard library,
+    which would build the whole tree, is never used on a large frame."""
+    c = core(False)
+    frame = req(5, "session/prompt", {"sessionId": "P"})[:-2] + b',"x":"\\ud800'
+    frame += b"a" * MIB + b'"}}'
+    out = c.receive(CLIENT, frame, 0.0)
+    assert sends(out, AGENT) == []
+    assert decoded(sends(out, CLIENT)[0])["error"]["code"] == -32700
+
+
+def test_a_large_agent_batch_is_dropped_unread() -> None:
+    """An agent array over the threshold is dropped whole (one audit record), its elements
+    never read."""
+    c = core(False)
+    batch = b"[" + b",".join([chunk("P", "x" * 100)] * 20000) + b"]"
+    assert len(batch) > MIB
+    out = c.receive(AGENT, batch, 0.0)
+    assert sends(out) == []
+    [rec] = audits(out, "batch_refused")
+    assert rec.fields["count"] == 1
+    assert_accounting(c)
+
+
+def test_a_spaced_level_with_a_repeated_decision_key_is_refused() -> None:
+    """Spacing forces the token scan of a level; a decision key found twice there makes the
+    frame ambiguous (-32600), an escaped spelling included."""
+    c = core(False)
+    for twin in (b'"sessionId": "C"', b'"session\\u0049d": "C"'):
+        frame = b'{"jsonrpc": "2.0", "id": 6, "method": "session/cancel", "params": {'
+        frame += b'"sessionId": "P", "x": "' + b"y" * MIB + b'", ' + twin + b"}}"
+        out = c.receive(CLIENT, frame, 0.0)
+        assert sends(out, AGENT) == []
+        assert decoded(sends(out, CLIENT)[0])["error"]["code"] == -32600
