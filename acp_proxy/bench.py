@@ -661,12 +661,12 @@ def parser_comparison(number: int) -> dict[str, dict[str, float]]:
     ``json`` / ``orjson`` / ``msgspec``: a generic decode to Python objects.
     ``msgspec_struct``: msgspec decoding only the fields the proxy decides on
     (unknown fields are skipped). ``dup_guard``: the duplicate-key pre-check
-    :func:`acp_proxy.core.guard.maybe_duplicated`. ``parse``: the proxy's
-    whole :func:`acp_proxy.core.jsonrpc.parse`.
+    :func:`acp_proxy.core.wire.guard.maybe_duplicated`. ``parse``: the proxy's
+    whole :func:`acp_proxy.core.wire.jsonrpc.parse`.
     """
     import msgspec
 
-    from acp_proxy.core import guard, jsonrpc
+    from acp_proxy.core.wire import guard, jsonrpc
 
     decoders: dict[str, Callable[[bytes], Any]] = {"json": json.loads}
     try:
@@ -714,7 +714,7 @@ def core_cost_us(size: int, count: int) -> float:
     """
     from acp_proxy.core.actions import Peer
     from acp_proxy.core.engine import ProxyCore
-    from acp_proxy.core.framing import LineFramer, Lines
+    from acp_proxy.core.wire.framing import LineFramer, Lines
     from acp_proxy.shell import route_actions
 
     core = ProxyCore()

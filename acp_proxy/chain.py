@@ -27,7 +27,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Lines, Oversize, Partial
+from acp_proxy.core.wire.framing import Lines, Oversize, Partial
 from acp_proxy.shell import AuditSink, CoreTimer, coalesce, route_actions
 from acp_proxy.transport.base import Closed, FrameTransport
 from acp_proxy.transport.stdio import open_stdio_transport

@@ -35,7 +35,7 @@ import trio
 
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Lines, Oversize, Partial
+from acp_proxy.core.wire.framing import Lines, Oversize, Partial
 from acp_proxy.shell import AuditSink, CoreTimer, coalesce, flush_log_summaries, route_actions
 from acp_proxy.transport.base import Closed, FrameTransport, Incoming
 

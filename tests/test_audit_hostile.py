@@ -28,7 +28,7 @@ from acp_proxy.audit import FIELD_LIMIT, AuditLog, Throttle, format_record
 from acp_proxy.config_io import config_from_dict
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Lines
+from acp_proxy.core.wire.framing import Lines
 from acp_proxy.shell import LOG_LINE_LIMIT, flush_log_summaries, route_actions
 
 CLIENT, AGENT = Peer.CLIENT, Peer.AGENT

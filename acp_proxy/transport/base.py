@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 
-from acp_proxy.core.framing import Lines, Oversize, Partial
+from acp_proxy.core.wire.framing import Lines, Oversize, Partial
 
 __all__ = ["Closed", "FrameTransport", "Incoming"]
 

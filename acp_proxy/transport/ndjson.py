@@ -6,7 +6,7 @@ import contextlib
 
 import trio
 
-from acp_proxy.core.framing import LineFramer
+from acp_proxy.core.wire.framing import LineFramer
 from acp_proxy.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["NdjsonTransport"]

@@ -40,7 +40,7 @@ from trio_websocket import (
 from wsproto.events import BytesMessage, TextMessage
 
 from acp_proxy.core.actions import Audit, Peer
-from acp_proxy.core.framing import Oversize
+from acp_proxy.core.wire.framing import Oversize
 from acp_proxy.transport.base import Closed, FrameTransport, Incoming
 
 if TYPE_CHECKING:

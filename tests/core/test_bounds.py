@@ -21,8 +21,8 @@ from corekit import (
 )
 
 from acp_proxy.config import Config, LimitsConfig
-from acp_proxy.core.dedup import StateDedup
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.session.dedup import StateDedup
 
 
 def core_with(**limits: int) -> ProxyCore:

@@ -29,7 +29,7 @@ from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.actions import Action, Send
 from acp_proxy.core.chain import ChainAdapter, ToCore
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.jsonscan import member_spans
+from acp_proxy.core.wire.jsonscan import member_spans
 
 SPELLINGS = ["", "_"]  # the schema's proxy/..., the Rust SDK's _proxy/...
 

@@ -26,8 +26,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_proxy.config import Config, DedupConfig
-from acp_proxy.core.dedup import StateDedup
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.session.dedup import StateDedup
 
 RUNNING = {"state": "running"}
 IDLE = {"state": "idle"}

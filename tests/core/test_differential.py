@@ -47,7 +47,7 @@ GRANTS = {"session/cancel": "cancel", "session/prompt": "prompt"}
 
 
 #: limits that send every frame longer than 64 bytes through the large-frame view
-#: (``acp_proxy.core.views``), never refusing one as too dense
+#: (``acp_proxy.core.wire.views``), never refusing one as too dense
 VIEW_LIMITS = {"dense_message_bytes": 64, "min_bytes_per_value": 1}
 
 

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from acp_proxy.core.actions import Send
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Lines
+from acp_proxy.core.wire.framing import Lines
 
 # Children without grants, by the name the agent announced: plain, and the
 # names a JavaScript reader makes of invalid bytes (U+FFFD).

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from acp_proxy.config import Config, LimitsConfig
 from acp_proxy.core.actions import Audit, Peer, Report, Send
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Lines
+from acp_proxy.core.wire.framing import Lines
 
 # ------------------------------------------------------------------ JSON with odd spelling
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_proxy.core.framing import BOM, LineFramer, Lines, Oversize, Partial
+from acp_proxy.core.wire.framing import BOM, LineFramer, Lines, Oversize, Partial
 
 MAX = 16
 LS = "\u2028".encode()  # b"\xe2\x80\xa8", LINE SEPARATOR: not a line break for us

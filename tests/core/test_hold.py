@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.hold import HoldBuffer
-from acp_proxy.core.jsonrpc import parse
+from acp_proxy.core.session.hold import HoldBuffer
+from acp_proxy.core.wire.jsonrpc import parse
 
 
 def core_with(**hold: Any) -> ProxyCore:

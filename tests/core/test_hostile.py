@@ -25,9 +25,9 @@ from corekit import (
     update,
 )
 
-from acp_proxy.core.agent_side import MAX_HELD_NESTING
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.framing import Lines
+from acp_proxy.core.engine.agent_side import MAX_HELD_NESTING
+from acp_proxy.core.wire.framing import Lines
 
 
 def _core_with_child() -> ProxyCore:

@@ -10,7 +10,7 @@ from corekit import enc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_proxy.core.jsonrpc import Kind, canonical, dumps, error_frame, parse
+from acp_proxy.core.wire.jsonrpc import Kind, canonical, dumps, error_frame, parse
 
 
 def test_request() -> None:

@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from acp_proxy.config import DEFAULT_CHILD_MUTATIONS, Config, EnforcementConfig
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.policy import Rejection, check_mutation
-from acp_proxy.core.registry import Registry
-from acp_proxy.core.schema import view_subagent_update
+from acp_proxy.core.session.policy import Rejection, check_mutation
+from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.session.schema import view_subagent_update
 
 #: Every client -> agent method in the v1 and v2 schemas (stable and unstable,
 #: @agentclientprotocol/sdk 2.4.0), plus v1's session/set_model.

@@ -17,9 +17,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from acp_proxy.core.patch import UNSET, Unset, apply_patch, merge_meta, meta_patch_is_noop
-from acp_proxy.core.registry import Registry, UpdateOutcome
-from acp_proxy.core.schema import PATCH_FIELDS, converter, view_subagent_update
+from acp_proxy.core.session.patch import UNSET, Unset, apply_patch, merge_meta, meta_patch_is_noop
+from acp_proxy.core.session.registry import Registry, UpdateOutcome
+from acp_proxy.core.session.schema import PATCH_FIELDS, converter, view_subagent_update
 
 scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=4)
 values = st.recursive(

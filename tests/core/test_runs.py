@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_proxy.core import runs
-from acp_proxy.core.runs import envelope_run, plain_run, update_kind
+from acp_proxy.core.wire import runs
+from acp_proxy.core.wire.runs import envelope_run, plain_run, update_kind
 
 _ENV = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{%s}}}'
 

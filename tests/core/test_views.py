@@ -1,4 +1,4 @@
-"""Large frames are read through views (``acp_proxy.core.views``): the decisions are the
+"""Large frames are read through views (``acp_proxy.core.wire.views``): the decisions are the
 ones a whole decode gives, the bytes forwarded are the bytes received, and nothing a large
 frame holds outside the decision fields is ever built."""
 
@@ -26,8 +26,8 @@ from corekit import (
 
 from acp_proxy.config_io import config_from_dict
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.jsonrpc import Kind, parse
-from acp_proxy.core.views import FIELD_BYTES, VIEW_KEY, decode_view
+from acp_proxy.core.wire.jsonrpc import Kind, parse
+from acp_proxy.core.wire.views import FIELD_BYTES, VIEW_KEY, decode_view
 
 MIB = 1 << 20
 

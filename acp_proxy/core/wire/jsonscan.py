@@ -12,8 +12,8 @@ import json
 import re
 from typing import Any
 
-from acp_proxy.core.jsonrpc import dumps
-from acp_proxy.core.views import VIEW_KEY
+from acp_proxy.core.wire.jsonrpc import dumps
+from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["member_spans", "member_text", "without_member"]
 
@@ -104,7 +104,7 @@ def _strip(raw: bytes, start: int, end: int) -> tuple[int, int]:
 def member_text(raw: bytes, path: tuple[str, ...], value: Any) -> bytes:
     """The text of the member at ``path`` in ``raw``; ``dumps(value)`` if it cannot be found.
 
-    A view level (:mod:`~acp_proxy.core.views`) carries its own bytes: they are the text.
+    A view level (:mod:`~acp_proxy.core.wire.views`) carries its own bytes: they are the text.
     """
     if type(value) is dict and VIEW_KEY in value:
         return bytes(value[VIEW_KEY])

@@ -1,10 +1,10 @@
 """Runs of complete lines decided with one decode and one encode (the agent's hot path).
 
-A run is what :meth:`~acp_proxy.core.framing.LineFramer.feed_runs` gives: the
+A run is what :meth:`~acp_proxy.core.wire.framing.LineFramer.feed_runs` gives: the
 complete lines of one read, joined by ``b"\\n"``. Both functions here decode a
 whole run in one msgspec call, re-encode it in one call and accept it only
 when the bytes come back identical; otherwise they return ``None`` and the
-caller handles the lines one by one with :func:`~acp_proxy.core.jsonrpc.parse`
+caller handles the lines one by one with :func:`~acp_proxy.core.wire.jsonrpc.parse`
 (``None`` never means "invalid").
 
 - :func:`envelope_run`: every line is a notification envelope
@@ -82,7 +82,7 @@ def envelope_run(data: bytes) -> list[Envelope] | None:
 
     Valid UTF-8 is checked for the whole run first: msgspec skips raw values
     without checking their encoding, and a line that is not UTF-8 must be
-    decided by :func:`~acp_proxy.core.jsonrpc.parse`, as it would be alone.
+    decided by :func:`~acp_proxy.core.wire.jsonrpc.parse`, as it would be alone.
 
     Args:
         data: lines joined by ``b"\\n"``, without the last newline.
@@ -131,7 +131,7 @@ def plain_run(data: bytes) -> list[Any] | None:
 
     Canonical: each line is the compact encoding of its decoded value, so no
     line repeats or escapes a key, and there is no blank line, ``\\r`` or other
-    whitespace (:func:`~acp_proxy.core.jsonrpc.canonical` for a whole run).
+    whitespace (:func:`~acp_proxy.core.wire.jsonrpc.canonical` for a whole run).
 
     Args:
         data: lines joined by ``b"\\n"``, without the last newline.

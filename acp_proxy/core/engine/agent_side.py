@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from acp_proxy.core.actions import Action, Report
-from acp_proxy.core.engine_base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
-from acp_proxy.core.guard import nested_deeper_than
-from acp_proxy.core.hold import Evicted
-from acp_proxy.core.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
-from acp_proxy.core.jsonscan import without_member
-from acp_proxy.core.patch import UNSET
-from acp_proxy.core.registry import UpdateOutcome
-from acp_proxy.core.schema import PATCH_FIELDS, view_subagent_update
+from acp_proxy.core.engine.base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
+from acp_proxy.core.session.hold import Evicted
+from acp_proxy.core.session.patch import UNSET
+from acp_proxy.core.session.registry import UpdateOutcome
+from acp_proxy.core.session.schema import PATCH_FIELDS, view_subagent_update
+from acp_proxy.core.wire.guard import nested_deeper_than
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
+from acp_proxy.core.wire.jsonscan import without_member
 
 __all__ = ["MAX_HELD_NESTING", "AgentSide"]
 

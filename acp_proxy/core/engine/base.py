@@ -3,8 +3,8 @@
 DESIGN.md section 2. :class:`EngineBase` holds one connection's state (config,
 registry, hold buffer, dedup, requests in flight per direction, counters) and
 the steps both directions use: audit, answer, drop, forward, and the tracking
-of requests and their responses. :class:`~acp_proxy.core.client_side.ClientSide`
-(enforcement) and :class:`~acp_proxy.core.agent_side.AgentSide` (hold, registry,
+of requests and their responses. :class:`~acp_proxy.core.engine.client_side.ClientSide`
+(enforcement) and :class:`~acp_proxy.core.engine.agent_side.AgentSide` (hold, registry,
 dedup) build on it; :class:`~acp_proxy.core.engine.ProxyCore` is both.
 """
 
@@ -15,9 +15,10 @@ from typing import Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
-from acp_proxy.core.dedup import StateDedup
-from acp_proxy.core.hold import HoldBuffer
-from acp_proxy.core.jsonrpc import (
+from acp_proxy.core.session.dedup import StateDedup
+from acp_proxy.core.session.hold import HoldBuffer
+from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.wire.jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
     Kind,
@@ -25,7 +26,6 @@ from acp_proxy.core.jsonrpc import (
     error_frame,
     parse,
 )
-from acp_proxy.core.registry import Registry
 
 __all__ = ["EngineBase"]
 
@@ -94,7 +94,7 @@ class EngineBase(abc.ABC):
     # ------------------------------------------------------------ helpers
 
     def _reparse(self, raw: bytes) -> Message:
-        """:func:`~acp_proxy.core.jsonrpc.parse` with this connection's limits."""
+        """:func:`~acp_proxy.core.wire.jsonrpc.parse` with this connection's limits."""
         return parse(raw, self._dense_bytes, self._min_value_bytes)
 
     def _audit(self, out: list[Action], event: str, source: Peer | None, **fields: Any) -> None:

@@ -23,9 +23,9 @@ from typing import Any
 
 import attrs
 
-from acp_proxy.core.jsonrpc import dumps
-from acp_proxy.core.patch import UNSET, apply_patch, merge_meta, meta_patch_is_noop
-from acp_proxy.core.schema import SubagentUpdate
+from acp_proxy.core.session.patch import UNSET, apply_patch, merge_meta, meta_patch_is_noop
+from acp_proxy.core.session.schema import SubagentUpdate
+from acp_proxy.core.wire.jsonrpc import dumps
 
 __all__ = ["Child", "Registry", "UpdateOutcome"]
 

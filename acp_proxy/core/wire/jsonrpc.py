@@ -6,7 +6,7 @@ what the proxy's decisions need: kind, ``id``, ``method``, ``params``.
 
 Parser-differential guard: a message whose decision fields are ambiguous
 (a duplicated decision key in the top-level object, in ``params`` or in
-``params.update``, see :mod:`~acp_proxy.core.guard`) is flagged ``ambiguous`` so the
+``params.update``, see :mod:`~acp_proxy.core.wire.guard`) is flagged ``ambiguous`` so the
 policy can refuse it rather than forward something the peer may read
 differently. Other duplicate keys are content: the verdict must not depend on
 which decoder happened to read the frame. The official Python SDK validates
@@ -17,7 +17,7 @@ notification spelling a decision key in snake_case in ``params`` or
 and so is one whose ``params._meta`` names a decision key (the Python SDK
 spreads ``_meta`` into the handler's arguments), or which spells a decision
 value (method, a session id) with a lone surrogate escape. The table of
-what each SDK reads is in :mod:`~acp_proxy.core.guard`.
+what each SDK reads is in :mod:`~acp_proxy.core.wire.guard`.
 
 Strict UTF-8: a frame that is not strict UTF-8 (encoded surrogates
 included) is not JSON for the proxy (``parse_error``): msgspec validates every
@@ -39,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from acp_proxy.core.guard import (
+from acp_proxy.core.wire.guard import (
     SNAKE_PARAMS_KEY,
     SNAKE_UPDATE_KEYS,
     SURROGATE_REASON,
@@ -51,7 +51,7 @@ from acp_proxy.core.guard import (
     misread,
     strict_loads,
 )
-from acp_proxy.core.views import NotCanonical, decode_view, strict_utf8
+from acp_proxy.core.wire.views import NotCanonical, decode_view, strict_utf8
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -384,7 +384,7 @@ def parse(
     Returns:
         A :class:`Message`. Bad input gives ``Kind.INVALID`` (with
         ``parse_error`` set when the bytes are not JSON). A frame over
-        ``dense_bytes`` is read through a view (:mod:`~acp_proxy.core.views`:
+        ``dense_bytes`` is read through a view (:mod:`~acp_proxy.core.wire.views`:
         only the decision fields are decoded); when its decision levels are
         not compact JSON it takes the strict path, unless it is
         :func:`too_dense`, then it is ``INVALID`` without being decoded. This

@@ -18,12 +18,12 @@ from typing import Any
 import attrs
 
 from acp_proxy.core.actions import Action, Peer, Report, Send
-from acp_proxy.core.agent_side import AgentSide
-from acp_proxy.core.client_side import ClientSide
-from acp_proxy.core.engine_base import _AGENT, _BATCH, _CLIENT, _INVALID, _NOTIFICATION, _REQUEST
-from acp_proxy.core.framing import Lines
-from acp_proxy.core.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_decision_key
-from acp_proxy.core.jsonrpc import (
+from acp_proxy.core.engine.agent_side import AgentSide
+from acp_proxy.core.engine.base import _AGENT, _BATCH, _CLIENT, _INVALID, _NOTIFICATION, _REQUEST
+from acp_proxy.core.engine.client_side import ClientSide
+from acp_proxy.core.wire.framing import Lines
+from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_decision_key
+from acp_proxy.core.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -32,7 +32,7 @@ from acp_proxy.core.jsonrpc import (
     error_frame,
     parse,
 )
-from acp_proxy.core.runs import Envelope, envelope_run, plain_run, update_kind
+from acp_proxy.core.wire.runs import Envelope, envelope_run, plain_run, update_kind
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
@@ -101,9 +101,9 @@ class ProxyCore(ClientSide, AgentSide):
     Every public method returns a list of actions for the shell to carry out
     in order; none of them raises on anything a peer sends. The hot path
     (agent notifications forwarded unchanged) is here; client-side
-    enforcement is in :mod:`~acp_proxy.core.client_side`, hold, registry and
-    dedup in :mod:`~acp_proxy.core.agent_side`, shared state in
-    :mod:`~acp_proxy.core.engine_base`.
+    enforcement is in :mod:`~acp_proxy.core.engine.client_side`, hold, registry and
+    dedup in :mod:`~acp_proxy.core.engine.agent_side`, shared state in
+    :mod:`~acp_proxy.core.engine.base`.
     """
 
     # ----------------------------------------------------------------- API
@@ -126,7 +126,7 @@ class ProxyCore(ClientSide, AgentSide):
 
         Agent notifications that need no inspection (a session the client
         knows, not a subagent, state or inter-session update) are forwarded
-        without building a :class:`~acp_proxy.core.jsonrpc.Message`.
+        without building a :class:`~acp_proxy.core.wire.jsonrpc.Message`.
 
         Args:
             source: the peer that sent them.
@@ -142,9 +142,9 @@ class ProxyCore(ClientSide, AgentSide):
         """Handles a run of complete lines from ``source`` (same as :meth:`receive_frames`).
 
         An agent run is decoded in one call when every line is a
-        ``session/update``-shaped envelope (:func:`~acp_proxy.core.runs.envelope_run`,
+        ``session/update``-shaped envelope (:func:`~acp_proxy.core.wire.runs.envelope_run`,
         content left undecoded) or else canonical JSON
-        (:func:`~acp_proxy.core.runs.plain_run`); each stretch of unremarkable
+        (:func:`~acp_proxy.core.wire.runs.plain_run`); each stretch of unremarkable
         notifications in it is then forwarded as one
         :class:`~acp_proxy.core.actions.Send` of the original bytes, its
         messages joined by ``b"\\n"``, and any other line is handled as
@@ -153,7 +153,7 @@ class ProxyCore(ClientSide, AgentSide):
 
         Args:
             source: the peer that sent them.
-            lines: the run, as :meth:`~acp_proxy.core.framing.LineFramer.feed_runs` gives it.
+            lines: the run, as :meth:`~acp_proxy.core.wire.framing.LineFramer.feed_runs` gives it.
             now: the current time, seconds.
 
         Returns:
@@ -274,7 +274,7 @@ class ProxyCore(ClientSide, AgentSide):
         out.append(Report("warning", f"agent sent a JSON-RPC batch, refused: {reason}"))
 
     def _envelope_uninspected(self, env: Envelope) -> bool:
-        """:meth:`_uninspected` for an :class:`~acp_proxy.core.runs.Envelope`.
+        """:meth:`_uninspected` for an :class:`~acp_proxy.core.wire.runs.Envelope`.
 
         The envelope's type already rules out ``id`` / ``result`` / ``error``
         and a snake_case ``session_id`` in ``params`` (unknown keys refused);

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.config import NEVER_ON_CHILD
-from acp_proxy.core.registry import Registry
+from acp_proxy.core.session.registry import Registry
 
 __all__ = ["Rejection", "check_mutation"]
 

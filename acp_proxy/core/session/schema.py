@@ -3,7 +3,7 @@
 Views are attrs classes built with a cattrs converter that is strict about
 types (``"7"`` is not an integer, ``true`` is not a string) and lenient like
 the schema's ``x-deserialize-default-on-error``: a malformed optional field
-counts as not reported (:data:`~acp_proxy.core.patch.UNSET`) and the message
+counts as not reported (:data:`~acp_proxy.core.session.patch.UNSET`) and the message
 is still forwarded. Source: ``SubagentUpdate`` and ``StateUpdate`` in the
 v2 unstable schema (PROTOCOL.md section 4).
 """
@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from acp_proxy.core.patch import UNSET, Unset
+from acp_proxy.core.session.patch import UNSET, Unset
 
 __all__ = ["SubagentUpdate", "converter", "view_subagent_update"]
 

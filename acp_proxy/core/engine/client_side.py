@@ -2,7 +2,7 @@
 
 A client request or notification naming a child session is refused here and
 never reaches the agent unless it is a read or a mutation the child's
-capabilities grant (an allowlist, :func:`~acp_proxy.core.policy.check_mutation`);
+capabilities grant (an allowlist, :func:`~acp_proxy.core.session.policy.check_mutation`);
 everything else is tracked and forwarded byte for byte. A client
 ``session/load`` / ``session/resume`` is the freshness boundary: the
 session's descendants lose their grants until re-announced.
@@ -11,9 +11,9 @@ session's descendants lose their grants until re-announced.
 from __future__ import annotations
 
 from acp_proxy.core.actions import Action
-from acp_proxy.core.engine_base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
-from acp_proxy.core.jsonrpc import INTERNAL_ERROR, Message
-from acp_proxy.core.policy import Rejection, check_mutation
+from acp_proxy.core.engine.base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
+from acp_proxy.core.session.policy import Rejection, check_mutation
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, Message
 
 __all__ = ["ClientSide"]
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import attrs
 
 from acp_proxy.config import HoldConfig
-from acp_proxy.core.jsonrpc import Message, parse
-from acp_proxy.core.views import VIEW_KEY
+from acp_proxy.core.wire.jsonrpc import Message, parse
+from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["Evicted", "HoldBuffer", "announced_child"]
 
@@ -65,7 +65,7 @@ class HoldBuffer:
     Args:
         config: the ``[hold]`` settings.
         parser: parses a held frame again on release (the core's own
-            :func:`~acp_proxy.core.jsonrpc.parse` settings). A message read
+            :func:`~acp_proxy.core.wire.jsonrpc.parse` settings). A message read
             through a view (a large frame) is kept as it is instead: its
             verdict must not depend on where it is parsed again.
     """
