@@ -96,7 +96,7 @@ def effective_config(args: argparse.Namespace) -> Config:
         ConfigError: the file or an override is invalid.
     """
     if args.config:
-        from acp_proxy.config_io import load_config
+        from acp_proxy.config.io import load_config
 
         cfg = load_config(args.config)
     else:
@@ -220,7 +220,7 @@ def _check_config(rest: list[str]) -> int:
     if len(rest) != 1:
         print("usage: acp-proxy check-config FILE", file=sys.stderr)
         return 2
-    from acp_proxy import config_io
+    from acp_proxy.config import io as config_io
 
     try:
         cfg = config_io.load_config(rest[0])

@@ -25,7 +25,7 @@ import trio
 
 from acp_proxy import shell
 from acp_proxy.audit import FIELD_LIMIT, AuditLog, Throttle, format_record
-from acp_proxy.config_io import config_from_dict
+from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines

@@ -38,7 +38,7 @@ from support.mutations import (
     violations,
 )
 
-from acp_proxy.config_io import config_from_dict
+from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.actions import Action
 from acp_proxy.core.engine import ProxyCore
 

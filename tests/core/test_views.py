@@ -24,7 +24,7 @@ from corekit import (
     sends,
 )
 
-from acp_proxy.config_io import config_from_dict
+from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.jsonrpc import Kind, parse
 from acp_proxy.core.wire.views import FIELD_BYTES, VIEW_KEY, decode_view

@@ -4,7 +4,7 @@ The loader (:func:`load_config`, :func:`config_from_dict`) is strict:
 unknown keys, wrong types and bad values are
 :class:`~acp_proxy.config.ConfigError` naming the key. :func:`dump_config`
 writes the effective configuration back as TOML. One cattrs converter holds
-every TOML rule; the tree itself (:mod:`acp_proxy.config`) knows nothing of
+every TOML rule; the tree itself (:mod:`acp_proxy.config.model`) knows nothing of
 TOML. This module never imports trio.
 """
 
@@ -21,7 +21,7 @@ import cattrs
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, override
 
-from acp_proxy.config import (
+from acp_proxy.config.model import (
     DEFAULT_CHILD_MUTATIONS,
     AuditConfig,
     Config,
@@ -34,7 +34,7 @@ from acp_proxy.config import (
     ListenConfig,
     ProcessConfig,
 )
-from acp_proxy.toml_text import describe, dotted, toml_key, toml_value
+from acp_proxy.config.toml_text import describe, dotted, toml_key, toml_value
 
 __all__ = ["config_from_dict", "dump_config", "load_config"]
 

@@ -1,9 +1,9 @@
 """The configuration tree (DESIGN.md section 3, "Config").
 
 Every key has a default; the TOML loader
-(:func:`acp_proxy.config_io.load_config`) is strict: unknown keys, wrong
+(:func:`acp_proxy.config.io.load_config`) is strict: unknown keys, wrong
 types and bad values are :class:`ConfigError` naming the key.
-:func:`acp_proxy.config_io.dump_config` writes the effective configuration
+:func:`acp_proxy.config.io.dump_config` writes the effective configuration
 back as TOML. This module is pure data; it never imports trio.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from acp_proxy.toml_text import describe, dotted
+from acp_proxy.config.toml_text import describe, dotted
 
 __all__ = [
     "DEFAULT_CHILD_MUTATIONS",
@@ -77,7 +77,7 @@ class InvalidValue(ValueError):
     Raised by the validators below (so direct construction, e.g.
     ``HoldConfig(timeout_seconds=-1)``, raises a ValueError naming the
     attribute) and by the converter's hooks;
-    :func:`acp_proxy.config_io.config_from_dict` turns it into a
+    :func:`acp_proxy.config.io.config_from_dict` turns it into a
     :class:`ConfigError` with the full dotted key.
 
     Attributes:
@@ -255,7 +255,7 @@ class EnforcementConfig:
             child. In TOML the user's table is merged over
             :data:`DEFAULT_CHILD_MUTATIONS`; a method mapped to ``""`` is
             removed from the table
-            (:func:`acp_proxy.config_io.config_from_dict`). Methods in
+            (:func:`acp_proxy.config.io.config_from_dict`). Methods in
             :data:`NEVER_ON_CHILD` and the key ``_meta`` are refused.
 
     Raises:

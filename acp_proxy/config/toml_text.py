@@ -1,7 +1,7 @@
 """TOML spelling of keys and values, for error messages and the config dump.
 
-Pure text helpers shared by :mod:`acp_proxy.config` (validator messages) and
-:mod:`acp_proxy.config_io` (loader errors, :func:`~acp_proxy.config_io.dump_config`).
+Pure text helpers shared by :mod:`acp_proxy.config.model` (validator messages) and
+:mod:`acp_proxy.config.io` (loader errors, :func:`~acp_proxy.config.io.dump_config`).
 """
 
 from __future__ import annotations
