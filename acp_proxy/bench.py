@@ -536,9 +536,9 @@ def relay_stats(variant: str, count: int, size: int, sizes: Sizes) -> StreamResu
 
 
 def ws_available() -> bool:
-    """True when the WebSocket server (``acp_proxy.ws_app.run_listen``) exists."""
+    """True when the WebSocket server (``acp_proxy.shell.topology.listen.run_listen``) exists."""
     try:
-        import acp_proxy.ws_app as ws_app
+        import acp_proxy.shell.topology.listen as ws_app
     except ImportError:
         return False
     return hasattr(ws_app, "run_listen")
@@ -715,7 +715,7 @@ def core_cost_us(size: int, count: int) -> float:
     from acp_proxy.core.actions import Peer
     from acp_proxy.core.engine import ProxyCore
     from acp_proxy.core.wire.framing import LineFramer, Lines
-    from acp_proxy.shell import route_actions
+    from acp_proxy.shell.routing import route_actions
 
     core = ProxyCore()
     hello = [
@@ -910,7 +910,7 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
         res["scaling_ws_connections"] = ws_scaling(sizes)
     else:
         res["scaling_ws_connections"] = (
-            "not measured: acp_proxy.ws_app (--listen ws://...) does not exist yet"
+            "not measured: acp_proxy.shell.topology.listen (--listen ws://...) does not exist yet"
         )
 
     log("in process: framer + core per message, no I/O")

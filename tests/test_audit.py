@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import json
 
-from acp_proxy.audit import AuditLog, format_record
 from acp_proxy.core.actions import Audit
+from acp_proxy.shell.audit import AuditLog, format_record
 
 
 def test_a_lone_surrogate_from_a_peer_is_escaped_not_lost() -> None:

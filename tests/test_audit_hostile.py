@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 import trio
 
-from acp_proxy import shell
-from acp_proxy.audit import FIELD_LIMIT, AuditLog, Throttle, format_record
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
-from acp_proxy.shell import LOG_LINE_LIMIT, flush_log_summaries, route_actions
+from acp_proxy.shell import routing as shell
+from acp_proxy.shell.audit import FIELD_LIMIT, AuditLog, Throttle, format_record
+from acp_proxy.shell.routing import LOG_LINE_LIMIT, flush_log_summaries, route_actions
 
 CLIENT, AGENT = Peer.CLIENT, Peer.AGENT
 EVENTS = (

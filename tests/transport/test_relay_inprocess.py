@@ -10,8 +10,8 @@ import trio.testing
 
 from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.relay import Relay
-from acp_proxy.transport.base import Closed, FrameTransport, Incoming
+from acp_proxy.shell.relay import Relay
+from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 
 class MemoryTransport(FrameTransport):

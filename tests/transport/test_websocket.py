@@ -15,8 +15,8 @@ import trio
 import wsproto
 import wsproto.events as wse
 
-from acp_proxy.audit import AuditLog
-from acp_proxy.ws_app import run_listen
+from acp_proxy.shell.audit import AuditLog
+from acp_proxy.shell.topology.listen import run_listen
 
 from .wskit import (
     AGENT_CMD,

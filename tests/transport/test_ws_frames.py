@@ -9,11 +9,11 @@ import json
 import trio
 from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
-from acp_proxy.audit import AuditLog
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Audit, Peer, Send
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.transport.websocket import WebSocketTransport, open_websocket_client
+from acp_proxy.shell.audit import AuditLog
+from acp_proxy.shell.transport.websocket import WebSocketTransport, open_websocket_client
 
 from .wskit import AcpClient, connect, listening, make_config
 

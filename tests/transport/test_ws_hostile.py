@@ -9,8 +9,8 @@ from contextlib import AsyncExitStack
 import pytest
 import trio
 
-from acp_proxy import ws_app
-from acp_proxy.audit import AuditLog
+from acp_proxy.shell.audit import AuditLog
+from acp_proxy.shell.topology import listen as ws_app
 
 from .wskit import AcpClient, connect, listening, make_config, upgrade_status, wait_closed
 

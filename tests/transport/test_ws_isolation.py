@@ -10,7 +10,7 @@ import time
 import pytest
 import trio
 
-from acp_proxy.relay import THREAD_THRESHOLD_BYTES
+from acp_proxy.shell.relay import THREAD_THRESHOLD_BYTES
 
 from .wskit import AGENT_CMD, REPO, AcpClient, connect, listening, make_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_proxy.ws_upgrade import (
+from acp_proxy.shell.topology.ws_upgrade import (
     LOOPBACK_HOSTS,
     StartupError,
     accepted_hosts,

@@ -18,10 +18,10 @@ import wsproto.events as wse
 from trio_websocket import CloseReason, ConnectionClosed, WebSocketConnection
 
 from acp_proxy.config import Config, LimitsConfig, ListenConfig, ProcessConfig
-from acp_proxy.relay import AuditSink
-from acp_proxy.transport.websocket import open_websocket_client
-from acp_proxy.ws_app import run_listen
-from acp_proxy.ws_upgrade import parse_ws_url
+from acp_proxy.shell.relay import AuditSink
+from acp_proxy.shell.topology.listen import run_listen
+from acp_proxy.shell.topology.ws_upgrade import parse_ws_url
+from acp_proxy.shell.transport.websocket import open_websocket_client
 
 HERE = Path(__file__).resolve().parent
 AGENT_CMD = [sys.executable, str(HERE / "scripted_agent.py")]

@@ -1,4 +1,4 @@
-"""Topologies: which transports the relay connects (DESIGN.md section 1, ``app.py``).
+"""Topologies: which transports the relay connects (DESIGN.md section 1, ``topology/``).
 
 ``run_stdio_process``: the proxy's stdin/stdout (client) <-> an agent subprocess.
 """
@@ -13,10 +13,10 @@ import trio
 
 from acp_proxy.config import Config
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.relay import AuditSink, Relay
-from acp_proxy.transport.base import FrameTransport
-from acp_proxy.transport.process import AgentProcess
-from acp_proxy.transport.stdio import open_stdio_transport
+from acp_proxy.shell.relay import AuditSink, Relay
+from acp_proxy.shell.transport.base import FrameTransport
+from acp_proxy.shell.transport.process import AgentProcess
+from acp_proxy.shell.transport.stdio import open_stdio_transport
 
 __all__ = ["forward_signals", "run_stdio_process"]
 

@@ -1,4 +1,5 @@
-"""Pieces shared by the trio shells (:mod:`acp_proxy.relay`, :mod:`acp_proxy.chain`).
+"""Pieces shared by the trio shells (:mod:`~acp_proxy.shell.relay`,
+:mod:`~acp_proxy.shell.topology.chain`).
 
 Both carry out the sans-IO core's actions and drive its timer the same way;
 only the number of real streams differs.
@@ -13,8 +14,8 @@ from typing import Protocol
 
 import trio
 
-from acp_proxy.audit import Throttle, preview
 from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
+from acp_proxy.shell.audit import Throttle, preview
 
 __all__ = [
     "LOG_LINE_LIMIT",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from acp_proxy.transport.ndjson import NdjsonTransport
+from acp_proxy.shell.transport.ndjson import NdjsonTransport
 
 __all__ = ["AgentProcess", "exit_status"]
 

@@ -7,7 +7,7 @@ import contextlib
 import trio
 
 from acp_proxy.core.wire.framing import LineFramer
-from acp_proxy.transport.base import Closed, FrameTransport, Incoming
+from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["NdjsonTransport"]
 

@@ -28,9 +28,9 @@ from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines, Oversize, Partial
-from acp_proxy.shell import AuditSink, CoreTimer, coalesce, route_actions
-from acp_proxy.transport.base import Closed, FrameTransport
-from acp_proxy.transport.stdio import open_stdio_transport
+from acp_proxy.shell.routing import AuditSink, CoreTimer, coalesce, route_actions
+from acp_proxy.shell.transport.base import Closed, FrameTransport
+from acp_proxy.shell.transport.stdio import open_stdio_transport
 
 __all__ = ["ChainRelay", "run_chain"]
 

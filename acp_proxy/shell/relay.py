@@ -36,8 +36,14 @@ import trio
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines, Oversize, Partial
-from acp_proxy.shell import AuditSink, CoreTimer, coalesce, flush_log_summaries, route_actions
-from acp_proxy.transport.base import Closed, FrameTransport, Incoming
+from acp_proxy.shell.routing import (
+    AuditSink,
+    CoreTimer,
+    coalesce,
+    flush_log_summaries,
+    route_actions,
+)
+from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
 

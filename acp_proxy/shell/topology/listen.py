@@ -1,11 +1,11 @@
-"""WebSocket topologies (DESIGN.md section 1, ``app.py``): ``--listen`` and ``--connect``.
+"""WebSocket topologies (DESIGN.md section 1, ``topology/``): ``--listen`` and ``--connect``.
 
 ``run_listen``: a WebSocket server; every connection is a client with its own
 agent subprocess, :class:`ProxyCore` (registry, hold buffer, audit context)
 and :class:`Relay`. ``run_connect``: the proxy's stdin/stdout is the client,
 a remote WebSocket endpoint is the agent.
 
-Upgrade requests failing :func:`~acp_proxy.ws_upgrade.check_upgrade` get its
+Upgrade requests failing :func:`~acp_proxy.shell.topology.ws_upgrade.check_upgrade` get its
 HTTP status (404, 421 for a ``Host`` that does not name the listener, 403
 for a browser ``Origin`` not allowed, 401); then too many connections (or shutting down) is
 503, an agent that cannot start 500. A non-loopback bind needs a token.
@@ -32,25 +32,13 @@ from trio_websocket import (
     WebSocketServer,
 )
 
-from acp_proxy.app import agent_relay
-from acp_proxy.audit import AuditLog
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Audit, Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.relay import AuditSink, Relay
-from acp_proxy.transport.base import FrameTransport
-from acp_proxy.transport.process import AgentProcess
-from acp_proxy.transport.stdio import open_stdio_transport
-from acp_proxy.transport.websocket import (
-    CLOSE_GOING_AWAY,
-    CLOSE_INTERNAL_ERROR,
-    CLOSE_NORMAL,
-    CLOSE_TIMEOUT_SECONDS,
-    WebSocketTransport,
-    describe_close,
-    open_websocket_client,
-)
-from acp_proxy.ws_upgrade import (
+from acp_proxy.shell.audit import AuditLog
+from acp_proxy.shell.relay import AuditSink, Relay
+from acp_proxy.shell.topology.stdio import agent_relay
+from acp_proxy.shell.topology.ws_upgrade import (
     StartupError,
     WsUrl,
     accepted_hosts,
@@ -58,6 +46,18 @@ from acp_proxy.ws_upgrade import (
     is_loopback,
     parse_ws_url,
     read_token,
+)
+from acp_proxy.shell.transport.base import FrameTransport
+from acp_proxy.shell.transport.process import AgentProcess
+from acp_proxy.shell.transport.stdio import open_stdio_transport
+from acp_proxy.shell.transport.websocket import (
+    CLOSE_GOING_AWAY,
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NORMAL,
+    CLOSE_TIMEOUT_SECONDS,
+    WebSocketTransport,
+    describe_close,
+    open_websocket_client,
 )
 
 __all__ = ["run_connect", "run_listen"]

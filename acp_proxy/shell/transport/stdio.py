@@ -6,7 +6,7 @@ import os
 
 import trio
 
-from acp_proxy.transport.ndjson import NdjsonTransport
+from acp_proxy.shell.transport.ndjson import NdjsonTransport
 
 __all__ = ["open_stdio_transport"]
 

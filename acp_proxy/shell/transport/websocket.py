@@ -41,10 +41,10 @@ from wsproto.events import BytesMessage, TextMessage
 
 from acp_proxy.core.actions import Audit, Peer
 from acp_proxy.core.wire.framing import Oversize
-from acp_proxy.transport.base import Closed, FrameTransport, Incoming
+from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 if TYPE_CHECKING:
-    from acp_proxy.relay import AuditSink
+    from acp_proxy.shell.relay import AuditSink
 
 __all__ = [
     "CLOSE_GOING_AWAY",
