@@ -1,6 +1,6 @@
 """A scripted ACP agent for ``acp-proxy demo`` (stdlib only).
 
-Run as ``python -m acp_proxy.demo_agent``: newline-delimited JSON-RPC on
+Run as ``python -m acp_proxy.demo.agent``: newline-delimited JSON-RPC on
 stdin/stdout, protocol v2 shapes (it accepts whatever ``protocolVersion`` the
 client asks for and answers with it). It misbehaves on purpose, the way real
 agents do, so that the proxy has something to fix:
