@@ -1,4 +1,4 @@
-"""Peak RSS of a real proxy for one large message per shape (``python -m acp_proxy.memprobe``).
+"""Peak RSS of a real proxy for one large message per shape (``python -m benchmarks.memprobe``).
 
 For each shape (a top-level array of empty objects, deep arrays, one long
 string, many keys, a long array of numbers) a message of about ``--mib`` MiB

@@ -1,11 +1,11 @@
 """Benchmark: the proxy's cost, measured against baselines in the same run.
 
-``python -m acp_proxy.bench [--quick | --preset NAME] [--profile FILE]``
+``python -m benchmarks [--quick | --preset NAME] [--profile FILE]``
 
 Every throughput workload is run, from one process of this module, three ways:
 
 - **direct**: the bench (the reader, the client) talks to the benchmark agent
-  (:mod:`acp_proxy._bench_peer`) over pipes, nothing in between;
+  (:mod:`benchmarks.peer`) over pipes, nothing in between;
 - **relay**: a zero-inspection line relay (:func:`run_relay`, a minimal trio
   program in this module: reads chunks, splits lines, forwards them) runs as
   a subprocess between them, exactly like the proxy;
@@ -56,7 +56,7 @@ from typing import Any
 
 import attrs
 
-from acp_proxy import _bench_peer
+from benchmarks import peer as _bench_peer
 
 __all__ = ["PRESETS", "BenchError", "Sizes", "main", "run_bench", "run_relay"]
 
@@ -182,9 +182,22 @@ VARIANTS = ("direct", "relay", "proxy")
 # ------------------------------------------------------------------ commands
 
 
+#: The repository root. ``benchmarks`` is not installed with the package, so the
+#: processes the bench starts (``-m benchmarks.peer``, ``-m benchmarks.bench
+#: --relay``) find it through ``PYTHONPATH`` (see :func:`child_env`).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment with :data:`ROOT` first on ``PYTHONPATH``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def agent_cmd() -> list[str]:
     """The benchmark agent's argv."""
-    return [sys.executable, "-m", "acp_proxy._bench_peer"]
+    return [sys.executable, "-m", "benchmarks.peer"]
 
 
 def variant_cmd(variant: str, agent: Sequence[str], proxy_prefix: Sequence[str] = ()) -> list[str]:
@@ -198,7 +211,7 @@ def variant_cmd(variant: str, agent: Sequence[str], proxy_prefix: Sequence[str] 
     if variant == "direct":
         return list(agent)
     if variant == "relay":
-        return [sys.executable, "-m", "acp_proxy.bench", "--relay", "--", *agent]
+        return [sys.executable, "-m", "benchmarks.bench", "--relay", "--", *agent]
     if variant == "proxy":
         return [sys.executable, *proxy_prefix, "-m", "acp_proxy", "--", *agent]
     raise ValueError(f"unknown variant {variant!r}")
@@ -274,7 +287,12 @@ class Client:
         self, argv: Sequence[str], timeout_s: float, stderr: Any = None, *, middle: bool
     ) -> None:
         self.proc = subprocess.Popen(
-            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, bufsize=0
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            bufsize=0,
+            env=child_env(),
         )
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
@@ -624,6 +642,7 @@ def ws_scaling(sizes: Sizes) -> dict[str, Any]:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
+                env=child_env(),
             )
             try:
                 url = ""
@@ -1164,7 +1183,7 @@ def profile_proxy(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m acp_proxy.bench``; returns the exit status."""
+    """``python -m benchmarks``; returns the exit status."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in and args_in[0] == "--relay":
         rest = args_in[1:]
@@ -1172,7 +1191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rest = rest[1:]
         return run_relay(rest)
     p = argparse.ArgumentParser(
-        prog="python -m acp_proxy.bench",
+        prog="python -m benchmarks",
         description="The proxy's cost against a direct pipe and a zero-inspection relay.",
     )
     p.add_argument("--quick", action="store_true", help="smaller workloads (< 60 s)")

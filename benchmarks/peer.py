@@ -1,6 +1,6 @@
-"""The benchmark's agent (``python -m acp_proxy._bench_peer``): stdlib only, no trio.
+"""The benchmark's agent (``python -m benchmarks.peer``): stdlib only, no trio.
 
-A scripted ACP agent for :mod:`acp_proxy.bench`. It answers ``initialize``,
+A scripted ACP agent for :mod:`benchmarks.bench`. It answers ``initialize``,
 ``session/new`` (ids ``s0``, ``s1``, ...) and ``bench/echo`` requests at
 once, and on a ``bench/go`` notification writes one workload as fast as it
 can, then a ``bench/done`` notification (no ``sessionId``, so never held).
