@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.config.toml_text import describe, dotted
+from acp_proxy.errors import ConfigError
 
 __all__ = [
     "DEFAULT_CHILD_MUTATIONS",
@@ -47,28 +48,6 @@ DEFAULT_CHILD_READ_ONLY: tuple[str, ...] = ("session/status",)
 #: Methods that never reach a child, whatever the config says: the spec does not
 #: allow a direct child load, resume or close.
 NEVER_ON_CHILD: frozenset[str] = frozenset({"session/load", "session/resume", "session/close"})
-
-
-class ConfigError(ValueError):
-    """A configuration value is unknown, of the wrong type, or out of range.
-
-    ``str(error)`` is ``"SOURCE: KEY: MESSAGE"``, leaving out the parts that
-    are empty (a file that cannot be read or parsed has no key).
-
-    Attributes:
-        key: dotted path of the offending key (``"hold.timeout_seconds"``,
-            ``'enforcement.child_mutations."session/cancel"'``,
-            ``"listen.allowed_origins[1]"``); ``""`` for the file as a whole.
-        message: what is wrong with it, without the key.
-        source: where the configuration came from (a file name), or ``""``.
-    """
-
-    def __init__(self, key: str, message: str, *, source: str = "") -> None:
-        text = f"{key}: {message}" if key else message
-        super().__init__(f"{source}: {text}" if source else text)
-        self.key = key
-        self.message = message
-        self.source = source
 
 
 class InvalidValue(ValueError):

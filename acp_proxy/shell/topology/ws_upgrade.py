@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
+from acp_proxy.errors import StartupError
+
 __all__ = [
     "LOOPBACK_HOSTS",
     "StartupError",
@@ -36,10 +38,6 @@ _TOKEN = re.compile(r"[\x21-\x7e]+")  # visible ASCII: fits an HTTP header as is
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
-
-
-class StartupError(Exception):
-    """A usage or configuration problem found before serving (exit status 2)."""
 
 
 @attrs.frozen
