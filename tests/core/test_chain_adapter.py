@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from corekit import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,
@@ -22,8 +24,6 @@ from corekit import (
     sends,
     state_update,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.actions import Action, Send

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
-
-from .e2ekit import (
+from support.e2ekit import (
     agent_next_is_ping,
     agent_to_client,
     bridged_proxy,

@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from corekit import (
+from hypothesis import given
+from hypothesis import strategies as st
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,
@@ -22,8 +24,6 @@ from corekit import (
     state_update,
     update,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 from acp_proxy.config import Config, DedupConfig
 from acp_proxy.core.engine import ProxyCore

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from corekit import (
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,

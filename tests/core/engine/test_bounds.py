@@ -3,7 +3,7 @@ a bound fails closed: refuse and audit, never crash, never grant."""
 
 from __future__ import annotations
 
-from corekit import (
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,

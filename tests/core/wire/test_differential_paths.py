@@ -19,7 +19,9 @@ import json
 from typing import Any
 
 from acp.agent.router import build_agent_router
-from corekit import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,
@@ -29,8 +31,6 @@ from corekit import (
     open_session,
     sends,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from acp_proxy.core.actions import Send
 from acp_proxy.core.engine import ProxyCore

@@ -1,7 +1,7 @@
 """End-to-end kit: the proxy as a real subprocess, the test on both of its sides.
 
 The test is the client (the proxy's stdin/stdout pipes) and, through
-``tests/peers/bridge_agent.py``, also the agent: the bridge copies its stdio
+``tests/support/peers/bridge_agent.py``, also the agent: the bridge copies its stdio
 to a Unix socket the test listens on, byte for byte.
 """
 
@@ -22,7 +22,7 @@ import attrs
 import trio
 
 TESTS = Path(__file__).resolve().parent.parent
-BRIDGE_AGENT = TESTS / "peers" / "bridge_agent.py"
+BRIDGE_AGENT = TESTS / "support" / "peers" / "bridge_agent.py"
 READ_SIZE = 1024 * 1024
 
 
@@ -245,7 +245,7 @@ async def bridged_proxy(
 
     Args:
         proxy_args: proxy options before ``--``.
-        agent_args: bridge agent options (see ``tests/peers/bridge_agent.py``).
+        agent_args: bridge agent options (see ``tests/support/peers/bridge_agent.py``).
     """
     tmp = tempfile.mkdtemp(prefix="acpx-", dir="/tmp")  # short: Unix socket path limit
     path = os.path.join(tmp, "a.sock")

@@ -6,7 +6,7 @@ import json
 from functools import partial
 from typing import Any
 
-from corekit import (
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,

@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from corekit import (
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,
@@ -25,9 +28,6 @@ from corekit import (
     state_update,
     update,
 )
-from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from acp_proxy.config import Config, LimitsConfig
 from acp_proxy.core.engine import ProxyCore

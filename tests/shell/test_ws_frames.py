@@ -7,6 +7,7 @@ import io
 import json
 
 import trio
+from support.wskit import AcpClient, connect, listening, make_config
 from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
 from acp_proxy.config import Config
@@ -14,8 +15,6 @@ from acp_proxy.core.actions import Audit, Peer, Send
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.transport.websocket import WebSocketTransport, open_websocket_client
-
-from .wskit import AcpClient, connect, listening, make_config
 
 TIMEOUT = 30
 

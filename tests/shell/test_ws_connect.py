@@ -13,10 +13,9 @@ from pathlib import Path
 
 import attrs
 import trio
+from support.peers.scripted_agent import ScriptedAgent
+from support.wskit import REPO, AcpClient, ProcessPipes
 from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
-
-from .scripted_agent import ScriptedAgent
-from .wskit import REPO, AcpClient, ProcessPipes
 
 TIMEOUT = 30
 

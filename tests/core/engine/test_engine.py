@@ -7,7 +7,9 @@ import random
 from typing import Any
 
 import pytest
-from corekit import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,
@@ -24,8 +26,6 @@ from corekit import (
     resp,
     sends,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from acp_proxy.config import Config, LimitsConfig
 from acp_proxy.core.actions import Audit, Peer, Report, Send

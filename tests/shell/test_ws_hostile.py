@@ -8,11 +8,10 @@ from contextlib import AsyncExitStack
 
 import pytest
 import trio
+from support.wskit import AcpClient, connect, listening, make_config, upgrade_status, wait_closed
 
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.topology import listen as ws_app
-
-from .wskit import AcpClient, connect, listening, make_config, upgrade_status, wait_closed
 
 TIMEOUT = 30
 

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from .wskit import TS_SDK_CACHE
+from support.wskit import TS_SDK_CACHE
 
 TS_SDK_VERSION = "2.4.0"
 

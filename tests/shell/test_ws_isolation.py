@@ -9,10 +9,9 @@ import time
 
 import pytest
 import trio
+from support.wskit import AGENT_CMD, REPO, AcpClient, connect, listening, make_config
 
 from acp_proxy.shell.relay import THREAD_THRESHOLD_BYTES
-
-from .wskit import AGENT_CMD, REPO, AcpClient, connect, listening, make_config
 
 #: the other connection's worst round trip allowed while the hostile message is handled, s
 WORST_ROUND_TRIP_SECONDS = 2.0

@@ -14,11 +14,7 @@ import pytest
 import trio
 import wsproto
 import wsproto.events as wse
-
-from acp_proxy.shell.audit import AuditLog
-from acp_proxy.shell.topology.listen import run_listen
-
-from .wskit import (
+from support.wskit import (
     AGENT_CMD,
     REPO,
     TS_SDK_CACHE,
@@ -32,6 +28,9 @@ from .wskit import (
     wait_closed,
     wait_for_lines,
 )
+
+from acp_proxy.shell.audit import AuditLog
+from acp_proxy.shell.topology.listen import run_listen
 
 TIMEOUT = 30
 

@@ -24,11 +24,11 @@ from acp_proxy.shell.topology.ws_upgrade import parse_ws_url
 from acp_proxy.shell.transport.websocket import open_websocket_client
 
 HERE = Path(__file__).resolve().parent
-AGENT_CMD = [sys.executable, str(HERE / "scripted_agent.py")]
+AGENT_CMD = [sys.executable, str(HERE / "peers" / "scripted_agent.py")]
 REPO = HERE.parent.parent
-#: where the TypeScript SDK is installed for the interop test (see conftest.py)
+#: where the TypeScript SDK is installed for the interop test (see tests/shell/conftest.py)
 TS_SDK_CACHE = REPO / ".cache" / "ts-sdk"
-TS_WS_CLIENT = HERE / "ts_ws_client.mjs"
+TS_WS_CLIENT = HERE / "peers" / "ts_ws_client.mjs"
 
 
 def make_config(

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from corekit import AGENT, CLIENT, announce, assert_accounting, open_session, sends
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.corekit import AGENT, CLIENT, announce, assert_accounting, open_session, sends
 from support.mutations import (
     CHILD,
     GRANTED,

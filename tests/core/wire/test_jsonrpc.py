@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from corekit import enc
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.corekit import enc
 
 from acp_proxy.core.wire.jsonrpc import Kind, canonical, dumps, error_frame, parse
 
