@@ -96,7 +96,7 @@ def effective_config(args: argparse.Namespace) -> Config:
         ConfigError: the file or an override is invalid.
     """
     if args.config:
-        from acp_proxy.config_io import load_config
+        from acp_proxy.config.io import load_config
 
         cfg = load_config(args.config)
     else:
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.chain = True
     audit = None
     if cfg.audit.path:
-        from acp_proxy.audit import AuditLog
+        from acp_proxy.shell.audit import AuditLog
 
         try:
             audit = AuditLog.open(cfg.audit.path)
@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.exception("internal error")
         return 1
     finally:
-        from acp_proxy.shell import flush_log_summaries
+        from acp_proxy.shell.routing import flush_log_summaries
 
         flush_log_summaries(everything=True)
         if audit is not None:
@@ -186,25 +186,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, cfg: Config, agent_cmd: list[str], audit: object) -> int:
-    from acp_proxy.relay import AuditSink
+    from acp_proxy.shell.relay import AuditSink
 
     sink: AuditSink | None = audit  # type: ignore[assignment]
     if args.listen:
-        from acp_proxy.ws_app import run_listen
+        from acp_proxy.shell.topology.listen import run_listen
 
         status: int = trio.run(run_listen, cfg, args.listen, agent_cmd, sink)
         return status
     if args.connect:
-        from acp_proxy.ws_app import run_connect
+        from acp_proxy.shell.topology.listen import run_connect
 
         status = trio.run(run_connect, cfg, args.connect, sink)
         return status
     if args.chain:
-        from acp_proxy.chain import run_chain
+        from acp_proxy.shell.topology.chain import run_chain
 
         status = trio.run(run_chain, cfg, sink)
         return status
-    from acp_proxy.app import run_stdio_process
+    from acp_proxy.shell.topology.stdio import run_stdio_process
 
     status = trio.run(run_stdio_process, cfg, agent_cmd, sink)
     return status
@@ -220,7 +220,7 @@ def _check_config(rest: list[str]) -> int:
     if len(rest) != 1:
         print("usage: acp-proxy check-config FILE", file=sys.stderr)
         return 2
-    from acp_proxy import config_io
+    from acp_proxy.config import io as config_io
 
     try:
         cfg = config_io.load_config(rest[0])

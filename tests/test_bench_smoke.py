@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from acp_proxy import _bench_peer, bench
+from benchmarks import bench, peer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "throughput_1k_msgs_per_s": ("direct", "relay", "proxy"),
@@ -31,7 +34,8 @@ NON_NEGATIVE = ("cpu_us_per_msg",)
 @pytest.fixture(scope="module")
 def smoke_result() -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "acp_proxy.bench", "--preset", "smoke"],
+        [sys.executable, "-m", "benchmarks", "--preset", "smoke"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
@@ -81,7 +85,7 @@ def test_mixed_turn_duplicates_are_removed_by_the_proxy_only(
 
 def test_relay_baseline_forwards_lines_unchanged() -> None:
     """The zero-inspection relay splits any chunking into the same lines, byte for byte."""
-    lines = [_bench_peer.stream_line("s0", 300, k) for k in range(5)]
+    lines = [peer.stream_line("s0", 300, k) for k in range(5)]
     script = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"
     proc = subprocess.run(
         bench.variant_cmd("relay", [sys.executable, "-c", script]),

@@ -20,7 +20,7 @@ from acp_proxy.config import (
     ListenConfig,
     ProcessConfig,
 )
-from acp_proxy.config_io import config_from_dict, dump_config, load_config
+from acp_proxy.config.io import config_from_dict, dump_config, load_config
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 

@@ -1,5 +1,5 @@
 """Peak RSS of a real proxy process for one large message of every shape
-(``acp_proxy.memprobe``, ``VmHWM``): at most 64 MiB + 4 x N, either direction."""
+(``benchmarks.memprobe``, ``VmHWM``): at most 64 MiB + 4 x N, either direction."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_proxy.memprobe import SHAPES, measure
+from benchmarks.memprobe import SHAPES, measure
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="reads /proc"),

@@ -16,18 +16,19 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_check_is_clean() -> None:
-    """ruff finds no lint errors in the package or the tests."""
-    r = _run("ruff", "check", "acp_proxy", "tests")
+    """ruff finds no lint errors in the package, the benchmarks or the tests."""
+    r = _run("ruff", "check", "acp_proxy", "benchmarks", "tests")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_ruff_format_is_clean() -> None:
     """The code is formatted as ruff format would write it."""
-    r = _run("ruff", "format", "--check", "acp_proxy", "tests")
+    r = _run("ruff", "format", "--check", "acp_proxy", "benchmarks", "tests")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_mypy_strict_is_clean() -> None:
-    """mypy --strict (configured in pyproject.toml) finds no type errors in the package."""
+    """mypy --strict (configured in pyproject.toml) finds no type errors in the package
+    or the benchmarks."""
     r = _run("mypy")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -54,7 +54,7 @@ is not copied into the unwrapped message, and the proxy sets none on its own
 envelopes.
 
 Bytes: the wrapped params, results and errors are spliced into the new frame
-byte for byte (:func:`~acp_proxy.core.jsonscan.member_spans`); only the
+byte for byte (:func:`~acp_proxy.core.wire.jsonscan.member_spans`); only the
 short JSON-RPC frame around them is written anew. A ``$/cancel_request``
 whose id is translated is re-serialized. An envelope whose params repeat ``method`` or ``params`` is
 refused (-32600, or dropped if a notification): which copy counts would
@@ -77,7 +77,7 @@ import attrs
 
 from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.jsonrpc import (
+from acp_proxy.core.wire.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     Kind,
@@ -86,8 +86,8 @@ from acp_proxy.core.jsonrpc import (
     error_frame,
     parse,
 )
-from acp_proxy.core.jsonscan import member_spans, member_text
-from acp_proxy.core.views import VIEW_KEY
+from acp_proxy.core.wire.jsonscan import member_spans, member_text
+from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["ChainAdapter", "ChainStatistics", "ToCore"]
 

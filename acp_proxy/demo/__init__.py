@@ -1,12 +1,12 @@
 """``acp-proxy demo``: a scripted client and agent talk ACP through the real proxy.
 
 The demo starts ``python -m acp_proxy --audit-log FILE -- python -m
-acp_proxy.demo_agent`` as a subprocess, plays a short ACP session on its
+acp_proxy.demo.agent`` as a subprocess, plays a short ACP session on its
 stdin/stdout, then prints a readable transcript (every message, who sent it,
 what the proxy did to it), the audit trail and a list of checks. Exit status
 0 means every check passed.
 
-What the proxy is shown doing (see :mod:`acp_proxy.demo_agent`):
+What the proxy is shown doing (see :mod:`acp_proxy.demo.agent`):
 
 - holding an update the agent sends before the client can know its session,
   and releasing it right after the message that makes the session known;

@@ -1,7 +1,7 @@
 """Runs the real proxy with the demo agent and plays the scripted client against it.
 
 :func:`execute` starts ``python -m acp_proxy --audit-log FILE -- python -m
-acp_proxy.demo_agent`` as a subprocess, plays a short ACP session on its
+acp_proxy.demo.agent`` as a subprocess, plays a short ACP session on its
 stdin/stdout (:class:`ProxyPeer`), and returns the :class:`~acp_proxy.demo.transcript.Run`
 with the transcript, the agent's own log and the audit records.
 """
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from acp_proxy.demo.transcript import C2P, P2C, Event, Run, update_of
-from acp_proxy.demo_agent import LOG_ENV
 
 __all__ = ["SETTLE_SECONDS", "TIMEOUT_SECONDS", "ProxyPeer", "execute"]
 
@@ -276,14 +275,19 @@ def execute(timeout: float = TIMEOUT_SECONDS, agent: list[str] | None = None) ->
 
     Args:
         timeout: for the whole run; past it the proxy is killed.
-        agent: the agent command (default: ``python -m acp_proxy.demo_agent``).
+        agent: the agent command (default: ``python -m acp_proxy.demo.agent``).
     """
+    # Imported here, not at the top: ``python -m acp_proxy.demo.agent`` imports
+    # this package first, and runpy warns when the module it is about to run
+    # has already been imported.
+    from acp_proxy.demo.agent import LOG_ENV
+
     with tempfile.TemporaryDirectory(prefix="acp-proxy-demo-") as tmp:
         audit_path = os.path.join(tmp, "audit.jsonl")
         agent_log_path = os.path.join(tmp, "agent.jsonl")
         command = [
             sys.executable, "-m", "acp_proxy", "--audit-log", audit_path,
-            "--", *(agent or [sys.executable, "-m", "acp_proxy.demo_agent"]),
+            "--", *(agent or [sys.executable, "-m", "acp_proxy.demo.agent"]),
         ]  # fmt: skip
         run = Run(command)
         env = dict(os.environ)

@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from corekit import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.corekit import (
     AGENT,
     CLIENT,
     announce,
@@ -22,14 +24,12 @@ from corekit import (
     sends,
     state_update,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.actions import Action, Send
 from acp_proxy.core.chain import ChainAdapter, ToCore
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.jsonscan import member_spans
+from acp_proxy.core.wire.jsonscan import member_spans
 
 SPELLINGS = ["", "_"]  # the schema's proxy/..., the Rust SDK's _proxy/...
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from corekit import CLIENT, audits, enc, req, resp, sends
+from support.corekit import CLIENT, audits, enc, req, resp, sends
 
 from acp_proxy.core.actions import Action, Send
 from acp_proxy.core.chain import ChainAdapter

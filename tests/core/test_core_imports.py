@@ -2,64 +2,33 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from support.imports import PACKAGE_DIR, imported_modules, module_file
 
-import acp_proxy
 import acp_proxy.core
 
 CORE_DIR = Path(acp_proxy.core.__file__).parent
-PACKAGE_DIR = Path(acp_proxy.__file__).parent
 # Anywhere the core's imports lead: no event loop, sockets or processes.
 FORBIDDEN = {"trio", "trio_websocket", "socket", "subprocess", "asyncio", "selectors"}
 # In the core itself, no OS access either.
 FORBIDDEN_IN_CORE = FORBIDDEN | {"os", "shutil", "pathlib", "io"}
-CORE_FILES = sorted(CORE_DIR.glob("*.py"))
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Dotted names of every module ``path`` imports (at any nesting level)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative import: resolve against the core package
-                base = "acp_proxy.core" if node.level == 1 else "acp_proxy"
-                names.add(f"{base}.{node.module}" if node.module else base)
-            elif node.module:
-                names.add(node.module)
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
-            names.update(a.value for a in node.args if isinstance(a, ast.Constant))
-    return names
-
-
-def module_file(name: str) -> Path | None:
-    """The source file of an ``acp_proxy`` module, or None for outside modules."""
-    if name != "acp_proxy" and not name.startswith("acp_proxy."):
-        return None
-    rel = Path(*name.split(".")[1:])
-    for candidate in (PACKAGE_DIR / rel.with_suffix(".py"), PACKAGE_DIR / rel / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
+CORE_FILES = sorted(CORE_DIR.rglob("*.py"))
 
 
 def test_scanner_sees_imports() -> None:
     """The scanner finds plain, from- and nested imports (so an empty result means something)."""
-    found = imported_modules(CORE_DIR / "engine_base.py")
+    found = imported_modules(CORE_DIR / "engine" / "base.py")
     assert "acp_proxy.config" in found
-    assert "acp_proxy.core.jsonrpc" in found
+    assert "acp_proxy.core.wire.jsonrpc" in found
 
 
-@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: str(p.relative_to(CORE_DIR)))
 def test_core_module_imports_no_io(path: Path) -> None:
     """No core module imports trio, sockets, subprocess or OS access."""
     bad = {m for m in imported_modules(path) if m.split(".")[0] in FORBIDDEN_IN_CORE}
-    assert not bad, f"{path.name} imports {sorted(bad)}"
+    assert not bad, f"{path.relative_to(CORE_DIR)} imports {sorted(bad)}"
 
 
 def test_nothing_the_core_imports_pulls_in_io() -> None:
@@ -76,4 +45,4 @@ def test_nothing_the_core_imports_pulls_in_io() -> None:
             target = module_file(name)
             if target is not None and target != PACKAGE_DIR / "__init__.py":
                 todo.append(target)
-    assert PACKAGE_DIR / "config.py" in seen
+    assert PACKAGE_DIR / "config" / "model.py" in seen

@@ -243,9 +243,10 @@ def test_audit_events_present(records: list[dict[str, Any]]) -> None:
 
 
 def test_demo_agent_answers_unknown_methods_and_exits_on_eof() -> None:
-    """The demo agent answers an unknown request with -32601 and exits 0 at end of input."""
+    """The demo agent (``python -m acp_proxy.demo.agent``) answers an unknown request with
+    -32601, exits 0 at end of input and writes nothing to stderr (no runpy warning)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "acp_proxy.demo_agent"],
+        [sys.executable, "-m", "acp_proxy.demo.agent"],
         input='{"jsonrpc":"2.0","id":7,"method":"no/such"}\n',
         capture_output=True,
         text=True,
@@ -253,6 +254,7 @@ def test_demo_agent_answers_unknown_methods_and_exits_on_eof() -> None:
         check=False,
     )
     assert proc.returncode == 0
+    assert proc.stderr == ""
     reply = json.loads(proc.stdout)
     assert reply["id"] == 7
     assert reply["error"]["code"] == -32601
@@ -285,7 +287,7 @@ def test_demo_agent_resume_replays_then_reannounces_on_the_next_prompt() -> None
         },
     ]
     proc = subprocess.run(
-        [sys.executable, "-m", "acp_proxy.demo_agent"],
+        [sys.executable, "-m", "acp_proxy.demo.agent"],
         input="".join(json.dumps(m) + "\n" for m in lines),
         capture_output=True,
         text=True,

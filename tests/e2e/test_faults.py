@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
-
-from .e2ekit import (
+from support.e2ekit import (
     AgentSide,
     agent_next_is_ping,
     agent_to_client,

@@ -6,8 +6,7 @@ import signal
 from pathlib import Path
 
 import trio
-
-from .e2ekit import bridged_proxy, client_to_agent, notif, req, write_config
+from support.e2ekit import bridged_proxy, client_to_agent, notif, req, write_config
 
 TIMEOUT = 30
 

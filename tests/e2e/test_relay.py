@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
-
-from .e2ekit import (
+from support.e2ekit import (
     agent_next_is_ping,
     agent_to_client,
     bridged_proxy,
@@ -48,21 +47,22 @@ AGENT_FRAMES = [
     b'"s":"\\u2028\\u0000"}}\n',
     b'{"jsonrpc":"2.0","id":"s-\\"q\\"","error":{"code":-32800,"message":"cancelled",'
     b'"data":{"why":"$/cancel_request"}}}\n',
-    b'{"jsonrpc":"2.0","id":1180591620717411303424,"method":"_x/ask","params":{}}\n',
+    b'{"jsonrpc":"2.0","id":9007199254740991,"method":"_x/ask","params":{}}\n',
 ]
 
 
 async def test_frames_pass_byte_for_byte_both_directions() -> None:
-    """Unusual but valid frames (spacing, key order, escapes, 2**70, extensions) pass unchanged."""
+    """Unusual but valid frames (spacing, key order, escapes, 2**70 as a value, the largest
+    id a JavaScript peer reads exactly, extensions) pass unchanged."""
     with trio.fail_after(TIMEOUT):
         async with bridged_proxy() as (proxy, agent):
             for frame in CLIENT_FRAMES:
                 await client_to_agent(proxy, agent, frame)
             for frame in AGENT_FRAMES:
                 await agent_to_client(proxy, agent, frame)
-            # The client answers the agent's request whose id is 2**70.
+            # The client answers the agent's request whose id is 2**53 - 1.
             await client_to_agent(
-                proxy, agent, b'{"jsonrpc":"2.0","id":1180591620717411303424,"result":null}\n'
+                proxy, agent, b'{"jsonrpc":"2.0","id":9007199254740991,"result":null}\n'
             )
             await proxy.close_stdin()
             assert await agent.lines.read_to_eof() == b""

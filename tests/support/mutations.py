@@ -1,6 +1,6 @@
 """Hostile spellings of client mutations on a child session, and how each SDK reads them.
 
-The differential enforcement suite (``tests/core/test_differential.py``,
+The differential enforcement suite (``tests/core/wire/test_differential.py``,
 ``tests/interop/test_differential_sdk.py``) sends these lines to the proxy.
 Every spelling is one client line (bytes, no newline) that tries to make an
 agent run a mutation on ``CHILD``, a child announced on ``PARENT`` with no

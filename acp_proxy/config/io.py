@@ -1,0 +1,253 @@
+"""Loading and dumping the configuration as TOML (DESIGN.md section 3, "Config").
+
+The loader (:func:`load_config`, :func:`config_from_dict`) is strict:
+unknown keys, wrong types and bad values are
+:class:`~acp_proxy.config.ConfigError` naming the key. :func:`dump_config`
+writes the effective configuration back as TOML. One cattrs converter holds
+every TOML rule; the tree itself (:mod:`acp_proxy.config.model`) knows nothing of
+TOML. This module never imports trio.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
+from cattrs.gen import make_dict_structure_fn, override
+
+from acp_proxy.config.model import (
+    DEFAULT_CHILD_MUTATIONS,
+    AuditConfig,
+    Config,
+    ConfigError,
+    DedupConfig,
+    EnforcementConfig,
+    HoldConfig,
+    InvalidValue,
+    LimitsConfig,
+    ListenConfig,
+    ProcessConfig,
+)
+from acp_proxy.config.toml_text import describe, dotted, toml_key, toml_value
+
+__all__ = ["config_from_dict", "dump_config", "load_config"]
+
+
+# --- loading ----------------------------------------------------------------
+
+
+def _structure_int(value: object, _type: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise InvalidValue(f"expected an integer, got {describe(value)}")
+
+
+def _structure_float(value: object, _type: object) -> float:
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            raise InvalidValue(f"number too large, got {describe(value)}") from None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidValue(f"expected a finite number, got {describe(value)}")
+        return value
+    raise InvalidValue(f"expected a number, got {describe(value)}")
+
+
+def _structure_str(value: object, _type: object) -> str:
+    if isinstance(value, str):
+        return value
+    raise InvalidValue(f"expected a string, got {describe(value)}")
+
+
+def _structure_bool(value: object, _type: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise InvalidValue(f"expected true or false, got {describe(value)}")
+
+
+def _structure_str_list(value: object, _type: object) -> list[str]:
+    if not isinstance(value, list):
+        raise InvalidValue(f"expected an array of strings, got {describe(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InvalidValue(f"expected a string, got {describe(item)}", (index,))
+    return list(value)
+
+
+def _structure_child_mutations(value: object, _type: object) -> dict[str, str]:
+    """The user's table merged over the defaults; ``""`` removes a method."""
+    if not isinstance(value, Mapping):
+        raise InvalidValue(f"expected a table, got {describe(value)}")
+    merged = dict(DEFAULT_CHILD_MUTATIONS)
+    for method, capability in value.items():
+        if not isinstance(capability, str):
+            raise InvalidValue(f"expected a string, got {describe(capability)}", (method,))
+        if capability:
+            merged[method] = capability
+        elif method in merged:
+            del merged[method]
+        else:
+            raise InvalidValue('"" removes a default entry, but this method has none', (method,))
+    return merged
+
+
+def _make_converter() -> cattrs.Converter:
+    """The one converter holding every TOML rule: exact types, no extra keys."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook(str, _structure_str)
+    converter.register_structure_hook(bool, _structure_bool)
+    converter.register_structure_hook_func(lambda t: t == list[str], _structure_str_list)
+    # Sections before Config: a generated hook captures the hooks of its fields.
+    enforcement = make_dict_structure_fn(
+        EnforcementConfig,
+        converter,
+        child_mutations=override(struct_hook=_structure_child_mutations),
+    )
+    converter.register_structure_hook(EnforcementConfig, _table_hook(enforcement))
+    for cls in (LimitsConfig, HoldConfig, DedupConfig, AuditConfig, ProcessConfig, ListenConfig):
+        converter.register_structure_hook(cls, _table_hook(make_dict_structure_fn(cls, converter)))
+    config = make_dict_structure_fn(Config, converter)
+    converter.register_structure_hook(Config, _table_hook(config))
+    return converter
+
+
+def _table_hook(structure: Any) -> Any:
+    def hook(value: object, cls: type[Any]) -> Any:
+        if not isinstance(value, Mapping):
+            raise InvalidValue(f"expected a table, got {describe(value)}")
+        return structure(value, cls)
+
+    return hook
+
+
+_CONVERTER = _make_converter()
+
+
+def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> tuple[str, str]:
+    """The dotted key and message of the first leaf error under ``exc``."""
+    if isinstance(exc, ClassValidationError):
+        for sub in exc.exceptions:
+            notes = [
+                n for n in getattr(sub, "__notes__", ()) if isinstance(n, AttributeValidationNote)
+            ]
+            if isinstance(sub, ForbiddenExtraKeysError):
+                fields = ", ".join(a.name for a in attrs.fields(sub.cl))
+                kind = "section" if sub.cl is Config else "key"
+                extra = sorted(sub.extra_fields)
+                return dotted((*path, extra[0])), f"unknown {kind} (expected one of: {fields})"
+            return _first_problem(sub, (*path, notes[0].name) if notes else path)
+    if isinstance(exc, InvalidValue):
+        return dotted(path + exc.path), exc.detail
+    # A foreign error, e.g. from an attrs built-in validator: (msg, attribute, ...).
+    if len(exc.args) >= 2 and isinstance(exc.args[1], attrs.Attribute):
+        return dotted((*path, exc.args[1].name)), str(exc.args[0])
+    return dotted(path), str(exc) or type(exc).__name__
+
+
+def config_from_dict(data: dict[str, Any], source: str = "") -> Config:
+    """Build a :class:`Config` from parsed TOML data, strictly.
+
+    Types are exact: an integer key takes only an integer (not ``"7"``, not
+    ``true``), a number key takes an integer or a finite float, a string key
+    only a string, a boolean key only ``true``/``false``. Omitted keys keep
+    their defaults. ``enforcement.child_mutations`` is merged over
+    :data:`DEFAULT_CHILD_MUTATIONS`: a method mapped to a capability key adds
+    or replaces that entry, a method mapped to ``""`` removes it.
+
+    Args:
+        data: the parsed TOML document (``{section: {key: value}}``).
+        source: where ``data`` came from (a file name), used in error messages.
+
+    Returns:
+        The effective configuration.
+
+    Raises:
+        ConfigError: the first unknown section or key, value of the wrong
+            type, or value out of range, with its dotted key.
+    """
+    try:
+        return _CONVERTER.structure(data, Config)
+    except Exception as exc:
+        key, message = _first_problem(exc, ())
+        raise ConfigError(key, message, source=source) from exc
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read a TOML configuration file (see ``config/default.toml``).
+
+    Args:
+        path: the file; UTF-8 TOML.
+
+    Returns:
+        The effective configuration (:func:`config_from_dict` rules).
+
+    Raises:
+        ConfigError: the file cannot be read or is not valid TOML (``key`` is
+            ``""`` and ``source`` is the file name), or its content is
+            invalid (``key`` names the offending key).
+    """
+    name = os.fsdecode(path)
+    try:
+        with open(path, "rb") as file:
+            data = tomllib.load(file)
+    except OSError as exc:
+        raise ConfigError(
+            "", f"cannot read config file: {exc.strerror or exc}", source=name
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"not UTF-8 text: {exc.reason}", source=name) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("", f"invalid TOML: {exc}", source=name) from exc
+    return config_from_dict(data, source=name)
+
+
+# --- dumping ----------------------------------------------------------------
+
+
+def dump_config(cfg: Config) -> str:
+    """Write the effective configuration as TOML text.
+
+    Every key is written, one ``[section]`` per section; tables such as
+    ``[enforcement.child_mutations]`` follow their section's plain keys. A
+    default child mutation missing from ``cfg`` is written as ``"method" =
+    ""`` so that loading the text back removes it again:
+    ``load_config`` of the output equals ``cfg``.
+
+    Args:
+        cfg: the configuration to write.
+
+    Returns:
+        TOML text (``str``, ends with a newline).
+
+    Raises:
+        TypeError: a value has no TOML form (only if ``cfg`` was built by
+            hand with values of the wrong type).
+    """
+    lines = ["# acp-proxy effective configuration"]
+    for section_field in attrs.fields(Config):
+        section = getattr(cfg, section_field.name)
+        tables: list[tuple[str, dict[str, str]]] = []
+        lines += ["", f"[{section_field.name}]"]
+        for field in attrs.fields(type(section)):
+            value = getattr(section, field.name)
+            if isinstance(value, dict):
+                tables.append((field.name, value))
+            else:
+                lines.append(f"{field.name} = {toml_value(value)}")
+        for name, table in tables:
+            lines += ["", f"[{section_field.name}.{name}]"]
+            lines += [f"{toml_key(k)} = {toml_value(v)}" for k, v in table.items()]
+            if section is cfg.enforcement and name == "child_mutations":
+                removed = [k for k in DEFAULT_CHILD_MUTATIONS if k not in table]
+                lines += [f'{toml_key(k)} = ""  # default entry removed' for k in removed]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,443 @@
+"""Agent -> client: hold buffer, subagent registry and duplicate state reports.
+
+DESIGN.md section 2. Agent traffic for a session the client cannot know yet is
+held and released, in order, right after the message that makes it known;
+``subagent_update`` patches the registry; repeated state reports are removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from acp_proxy.core.actions import Action, Report
+from acp_proxy.core.engine.base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
+from acp_proxy.core.session.hold import Evicted
+from acp_proxy.core.session.patch import UNSET
+from acp_proxy.core.session.registry import MAX_DEPTH, UpdateOutcome
+from acp_proxy.core.session.schema import PATCH_FIELDS, view_subagent_update
+from acp_proxy.core.wire.guard import nested_deeper_than
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
+from acp_proxy.core.wire.jsonscan import without_member
+
+__all__ = ["MAX_HELD_NESTING", "AgentSide"]
+
+_SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
+
+#: sessionUpdate -> (list field, item type) whose items may name a session by ``sessionId``.
+_REFERENCE_LISTS = {
+    "tool_call": ("content", "session"),
+    "tool_call_update": ("content", "session"),
+    "state_update": ("background", "subagent"),
+}
+#: Updates a v1 client must have opted into (``clientCapabilities.subagents``).
+_SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
+
+#: Deepest nesting of a message that may be held. Held messages keep only their
+#: bytes and are parsed again on release, further down the stack than where they
+#: arrived; this bound keeps that second parse (and everything after it) far from
+#: the recursion limit, so release gives the verdict arrival would have.
+MAX_HELD_NESTING = 200
+
+
+class AgentSide(EngineBase):
+    """What :class:`~acp_proxy.core.engine.ProxyCore` does with agent messages."""
+
+    def _from_agent(self, m: Message, now: float, out: list[Action]) -> None:
+        if m.kind is _REQUEST:
+            if not self._track(_AGENT, m, out):
+                return
+            if self._closed[_CLIENT] is not None:
+                self._untrack(_AGENT, m.id)
+                self._answer(
+                    out, _AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[_CLIENT]}"
+                )
+                return
+        elif m.kind is not _NOTIFICATION:
+            self._response(_AGENT, m, now, out)
+            return
+        # Fast path: a message for a session the client knows, releasing nothing.
+        if self._unknown_session(m) is None:
+            released = self._deliver(m, now, out)
+            if released:
+                self._route_all(released, now, out)
+            return
+        self._route_all([m], now, out)
+
+    def _unknown_session(self, m: Message) -> str | None:
+        """The first session id in ``m`` the client cannot know yet, else ``None``.
+
+        References (PROTOCOL.md section 4): ``params.sessionId``; in a
+        ``session/update``, a ``session_message``'s sender and recipient, a
+        ``session`` content item of a ``tool_call`` / ``tool_call_update``,
+        and a ``subagent`` entry of a ``state_update``'s ``background``.
+        """
+        p = m.params
+        if p is None:
+            return None
+        known = self.registry.known
+        sid = p.get("sessionId")
+        if type(sid) is str and sid not in known:
+            return sid
+        if m.method == "session/update":
+            upd = p.get("update")
+            if type(upd) is not dict:
+                return None
+            su = upd.get("sessionUpdate")
+            if su == "session_message":
+                for key in ("senderSessionId", "recipientSessionId"):
+                    v = upd.get(key)
+                    if type(v) is str and v not in known:
+                        return v
+            elif su in _REFERENCE_LISTS:
+                key, kind = _REFERENCE_LISTS[su]
+                items = upd.get(key)
+                if type(items) is list:
+                    for item in items:
+                        if type(item) is dict and item.get("type") == kind:
+                            v = item.get("sessionId")
+                            if type(v) is str and v not in known:
+                                return v
+        return None
+
+    def _route_all(self, msgs: list[Message], now: float, out: list[Action]) -> None:
+        """Delivers or holds ``msgs`` in order; messages released by one are
+        delivered right after it (depth first, without recursion)."""
+        stack: list[Iterator[Message]] = [iter(msgs)]
+        while stack:
+            m = next(stack[-1], None)
+            if m is None:
+                stack.pop()
+                continue
+            open_before = self._unsettled()
+            try:
+                sid = self._unknown_session(m)
+                if sid is not None:
+                    self._hold(sid, m, now, out, stack)
+                    continue
+                released = self._deliver(m, now, out)
+            except RecursionError:
+                # Defense in depth, per message: the ones it released or that
+                # follow it are still delivered.
+                if self._unsettled() >= open_before:
+                    self._refuse(m, out, "nested too deeply to inspect")
+                continue
+            if released:
+                stack.append(iter(released))
+
+    def _refuse(self, m: Message, out: list[Action], reason: str) -> None:
+        """Refuses one agent message: a request is answered (and audited), the rest dropped."""
+        out.append(Report("warning", f"agent sent a message {reason}, refused"))
+        if not self._drop_request(m, out, m.session_id, reason, f"acp-proxy: {reason}"):
+            self._drop(out, m, _AGENT, "invalid_message", reason)
+
+    def _drop_request(
+        self,
+        m: Message,
+        out: list[Action],
+        sid: Any,
+        reason: str,
+        message: str,
+        data: Any = None,
+    ) -> bool:
+        """Drops an agent request still in flight, answering the agent if it is there.
+
+        Returns:
+            False when ``m`` is not such a request (nothing done).
+        """
+        if m.kind is not _REQUEST or self._untrack(_AGENT, m.id) is None:
+            return False
+        self._audit(
+            out, "request_dropped", _AGENT, sessionId=sid, method=m.method, id=m.id, reason=reason
+        )
+        if self._closed[_AGENT] is None:
+            self._answer(out, _AGENT, m.id, INVALID_REQUEST, message, data)
+        else:
+            self._n["dropped"] += 1
+        return True
+
+    def _hold(
+        self, sid: str, m: Message, now: float, out: list[Action], stack: list[Iterator[Message]]
+    ) -> None:
+        if nested_deeper_than(m.body, MAX_HELD_NESTING):
+            self._refuse(m, out, f"nested deeper than {MAX_HELD_NESTING} levels, too deep to hold")
+            return
+        first = sid not in self.hold
+        evicted = self.hold.hold(sid, m, now)
+        if first and sid in self.hold:
+            self._audit(
+                out,
+                "held",
+                _AGENT,
+                sessionId=sid,
+                method=m.method,
+                id=m.id,
+                reason="session not yet known to the client",
+            )
+        for ev in evicted:
+            self._expire(ev, now, out, stack)
+
+    def _release(self, sid: str, now: float, out: list[Action], why: str) -> None:
+        msgs = self.hold.take(sid)
+        if msgs:
+            self._audit(out, "released", _AGENT, sessionId=sid, count=len(msgs), reason=why)
+            self._route_all(msgs, now, out)
+
+    def _expire(
+        self,
+        ev: Evicted,
+        now: float,
+        out: list[Action],
+        stack: list[Iterator[Message]] | None = None,
+    ) -> None:
+        policy = self.config.hold.on_expire
+        why = f"{ev.reason}; {policy}"
+        if ev.reason == "agent_exited" and self._closed[_CLIENT] is not None:
+            policy = "drop"
+            why = f"{ev.reason}; drop (the client is gone too)"
+        self._audit(
+            out,
+            "hold_expired",
+            _AGENT,
+            sessionId=ev.session_id,
+            count=len(ev.messages),
+            reason=why,
+        )
+        if policy == "release":
+            out.append(
+                Report(
+                    "warning",
+                    f"agent traffic for unannounced session {ev.session_id!r} released "
+                    f"({ev.reason}, {len(ev.messages)} messages): protocol violation",
+                )
+            )
+            self.registry.mark_known(ev.session_id, provisional=True)
+            later = self.hold.take(ev.session_id)
+            if stack is not None:
+                stack.append(iter(ev.messages + later))
+            else:
+                self._route_all(ev.messages + later, now, out)
+            return
+        for m in ev.messages:
+            if not self._drop_request(
+                m,
+                out,
+                ev.session_id,
+                f"held: {ev.reason}",
+                f"acp-proxy: session {ev.session_id!r} was never announced to the client "
+                f"({ev.reason}); request dropped",
+                {"sessionId": ev.session_id, "reason": ev.reason},
+            ):  # a notification, or a request already answered when the client left
+                event = "request_dropped" if m.kind is _REQUEST else "notification_dropped"
+                self._drop(out, m, _AGENT, event, f"held: {ev.reason}")
+
+    def _deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
+        """Forwards one agent message the client can know about; returns what it releases."""
+        if m.method == "session/update":
+            p = m.params
+            upd = p.get("update") if p is not None else None
+            if type(upd) is dict:
+                su = upd.get("sessionUpdate")
+                if su in _SUBAGENT_UPDATES and self.protocol_version == 1:
+                    self._v1_opt_in(m, su, out)
+                if su == "subagent_update":
+                    return self._subagent_update(m, upd, now, out)
+                if su == "state_update" and self._dedup_on:
+                    assert p is not None
+                    sid = p.get("sessionId")
+                    if type(sid) is str:
+                        channel = ("self", sid)
+                        snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
+                        if self.dedup.is_duplicate(channel, snapshot):
+                            self._n["duplicates_removed"] += 1
+                            self._drop(
+                                out,
+                                m,
+                                _AGENT,
+                                "duplicate_dropped",
+                                "repeats the last state_update",
+                            )
+                            return []
+                        self.dedup.delivered(channel, snapshot, len(m.raw))
+        self._forward(out, _CLIENT, m.raw)
+        return []
+
+    def _v1_opt_in(self, m: Message, su: str, out: list[Action]) -> None:
+        """Audits a subagent update sent to a v1 client that did not opt in
+        (forwarded all the same; the registry still tracks it)."""
+        if self.client_subagents:
+            return
+        self._audit(
+            out,
+            "protocol_violation",
+            _AGENT,
+            sessionId=m.session_id,
+            method=m.method,
+            reason=f"{su} sent to a protocol v1 client without clientCapabilities.subagents",
+        )
+
+    def _subagent_update(
+        self, m: Message, upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message]:
+        p = m.params
+        assert p is not None
+        parent = p.get("sessionId")
+        view = view_subagent_update(upd)
+        if view is None or type(parent) is not str:
+            self._audit(
+                out,
+                "invalid_subagent_update",
+                _AGENT,
+                sessionId=parent,
+                method=m.method,
+                reason="subagent_update without a string sessionId",
+            )
+            self._forward(out, _CLIENT, m.raw)
+            return []
+        cid = view.session_id
+        reg = self.registry
+        existing = reg.child(cid)
+        # A mirror that differs only in _meta (anywhere in the message) is news. An
+        # omitted update._meta is a patch meaning "unchanged": the last one stands.
+        mirror: list[Any] | None = None
+        if view.state is not None and view.state is not UNSET:
+            if "_meta" in upd:
+                umeta = upd["_meta"]
+            else:
+                last = self.dedup.last(("mirror", cid))
+                umeta = last[1] if type(last) is list else None
+            mirror = [view.state, umeta, p.get("_meta"), m.body.get("_meta")]
+        if (
+            existing is not None
+            and self._dedup_on
+            and mirror is not None
+            and self.dedup.is_duplicate(("mirror", cid), mirror)
+        ):
+            return self._duplicate_mirror(m, upd, parent, existing.parent_id, now, out)
+        outcome = reg.apply(parent, view, now)
+        if reg.truncated_last:
+            self._audit(
+                out,
+                "registry_limit",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                reason="tracked fields over limits.max_child_bytes / max_registry_bytes: "
+                "only capabilities kept (none if they alone are over)",
+            )
+        if outcome is UpdateOutcome.REFUSED or outcome is UpdateOutcome.INVALID:
+            reg.deny(cid)  # fail closed: mutations naming it are refused
+        if outcome is UpdateOutcome.REFUSED:
+            limits = self.config.limits
+            self._drop(
+                out,
+                m,
+                _AGENT,
+                "notification_dropped",
+                f"limits.max_children ({limits.max_children}) or "
+                f"limits.max_registry_bytes ({limits.max_registry_bytes}) or nesting deeper "
+                f"than {MAX_DEPTH}",
+            )
+            return []
+        if outcome is UpdateOutcome.INVALID:
+            self._audit(
+                out,
+                "invalid_subagent_update",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                reason="names the parent itself or an ancestor; mutations naming it are refused",
+            )
+            self._forward(out, _CLIENT, m.raw)
+            return []
+        if self._dedup_on and view.state is not UNSET:
+            self.dedup.delivered(("mirror", cid), mirror, len(m.raw))
+        child = reg.child(cid)
+        assert child is not None
+        self._forward(out, _CLIENT, m.raw)
+        if outcome is UpdateOutcome.UPDATED or outcome is UpdateOutcome.UNCHANGED:
+            self._audit(
+                out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id
+            )
+            self._audit_restored(cid, child.parent_id, out)
+            return []
+        if outcome is UpdateOutcome.CONFLICT:
+            self._audit(
+                out,
+                "registry_conflict",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                reason="announced as a child, but known as an ordinary or provisional "
+                "session; enforced as a child",
+            )
+        self._audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
+        msgs = self.hold.take(cid)
+        if msgs:
+            self._audit(out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced")
+        return msgs
+
+    def _audit_restored(self, cid: str, parent_id: str, out: list[Action]) -> None:
+        """Audits the end of a child's revocation, if the last registry update ended one."""
+        if self.registry.restored_last:
+            self._audit(
+                out,
+                "grants_restored",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent_id,
+                reason="revocation ended: re-announced after its parent's load / resume; "
+                "its current capabilities apply",
+            )
+
+    def _duplicate_mirror(
+        self,
+        m: Message,
+        upd: dict[str, Any],
+        parent: str,
+        parent_id: str,
+        now: float,
+        out: list[Action],
+    ) -> list[Message]:
+        """A ``subagent_update`` whose ``state`` repeats the child's last mirror:
+        dropped when nothing else in it changes anything, else forwarded without
+        its ``state`` member (only those bytes cut)."""
+        p = m.params
+        assert p is not None
+        view = view_subagent_update(upd)
+        assert view is not None
+        reg = self.registry
+        cid = view.session_id
+        child = reg.child(cid)
+        assert child is not None
+        only_state = (
+            not reg.would_change(view)
+            and not view.malformed
+            and (child.fresh or view.capabilities is UNSET or reg.in_history(child.parent_id))
+            and upd.keys() <= _SUBAGENT_KEYS
+            and p.keys() <= {"sessionId", "update"}
+            and m.body.keys() <= {"jsonrpc", "method", "params"}
+        )
+        reg.apply(parent, view, now)
+        self._audit_restored(cid, parent_id, out)
+        if only_state:
+            self._n["duplicates_removed"] += 1
+            self._drop(out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror")
+            return []
+        data = without_member(m.raw, ("params", "update", "state"))
+        if data is None:
+            data = m.raw
+        else:
+            self._n["duplicates_removed"] += 1
+            self._audit(
+                out,
+                "duplicate_dropped",
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=parent,
+                method=m.method,
+                reason="state field removed: repeats the child's last state mirror",
+            )
+        self._audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=parent_id)
+        self._forward(out, _CLIENT, data)
+        return []

@@ -1,0 +1,131 @@
+"""Client -> agent: enforcement on child sessions (PROTOCOL.md section 4).
+
+A client request or notification naming a child session is refused here and
+never reaches the agent unless it is a read or a mutation the child's
+capabilities grant (an allowlist, :func:`~acp_proxy.core.session.policy.check_mutation`);
+everything else is tracked and forwarded byte for byte. A client
+``session/load`` / ``session/resume`` is the freshness boundary: the
+session's descendants lose their grants until re-announced.
+"""
+
+from __future__ import annotations
+
+from acp_proxy.core.actions import Action
+from acp_proxy.core.engine.base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
+from acp_proxy.core.session.policy import Rejection, check_mutation
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, Message
+
+__all__ = ["ClientSide"]
+
+_OPENS_SESSION = frozenset({"session/load", "session/resume"})
+
+
+class ClientSide(EngineBase):
+    """What :class:`~acp_proxy.core.engine.ProxyCore` does with client messages."""
+
+    def _from_client(self, m: Message, now: float, out: list[Action]) -> None:
+        kind = m.kind
+        if kind is _REQUEST or kind is _NOTIFICATION:
+            method = m.method
+            assert method is not None
+            sid = m.session_id
+            if method == "initialize" and kind is _REQUEST:
+                self._client_initialize(m)
+            rejection = check_mutation(
+                self.registry,
+                self._mutations,
+                method,
+                sid,
+                read_only=self._read_only,
+                unestablished=sid is not None and self._unestablished(sid, method),
+            )
+            if rejection is not None:
+                self._reject(m, rejection, out)
+                return
+            if kind is _REQUEST and not self._track(_CLIENT, m, out):
+                return
+            gone = self._closed[_AGENT]
+            if gone is not None:
+                if kind is _REQUEST:
+                    self._untrack(_CLIENT, m.id)
+                    self._answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
+                else:
+                    self._drop(out, m, _CLIENT, "notification_dropped", gone)
+                return
+            if sid is not None and kind is _REQUEST and method in _OPENS_SESSION:
+                self._open(sid, method, now, out)
+            self._forward(out, _AGENT, m.raw)
+            return
+        self._response(_CLIENT, m, now, out)
+
+    def _reject(self, m: Message, rejection: Rejection, out: list[Action]) -> None:
+        """Refuses a client message naming a child: a request is answered, a
+        notification dropped; both audited. A request whose id is already in
+        flight is dropped unanswered: that id gets the agent's answer, only one."""
+        self._n["rejected_mutations"] += 1
+        child = self.registry.child(rejection.session_id)
+        fields = {
+            "sessionId": rejection.session_id,
+            "parentSessionId": child.parent_id if child else None,
+            "method": m.method,
+            "id": m.id,
+            "capability": rejection.capability,
+            "reason": rejection.reason,
+        }
+        self._audit(out, "mutation_rejected", _CLIENT, **fields)
+        if m.kind is _REQUEST and m.id not in self._pending[_CLIENT]:
+            self._answer(
+                out,
+                _CLIENT,
+                m.id,
+                self.config.enforcement.reject_code,
+                rejection.message,
+                rejection.data,
+            )
+            return
+        self._n["dropped"] += 1
+        event = "notification_dropped" if m.kind is _NOTIFICATION else "request_dropped"
+        if event == "request_dropped":
+            fields["reason"] = f"{rejection.reason}; its id is already in flight"
+        self._audit(out, event, _CLIENT, **fields)
+
+    def _client_initialize(self, m: Message) -> None:
+        """Records whether the client opted into subagents (v1 ``clientCapabilities.subagents``)."""
+        p = m.params or {}
+        caps = p.get("clientCapabilities")
+        self.client_subagents = type(caps) is dict and type(caps.get("subagents")) is dict
+
+    def _open(self, sid: str, method: str, now: float, out: list[Action]) -> None:
+        """A ``session/load`` / ``session/resume`` of ``sid`` goes to the agent: the
+        freshness boundary (PROTOCOL.md section 4) and a new dedup epoch."""
+        reg = self.registry
+        below = reg.descendants(sid)
+        self.dedup.reset_session(sid, below)
+        revoked = [cid for cid in below if reg.children[cid].fresh]
+        if reg.begin_open(sid):
+            self._release(sid, now, out, "client opened the session")
+        if revoked:
+            self._audit(
+                out,
+                "grants_revoked",
+                _CLIENT,
+                sessionId=sid,
+                method=method,
+                count=len(revoked),
+                reason="descendants keep no mutation grant until re-announced after the response",
+            )
+
+    def _unestablished(self, sid: str, method: str) -> bool:
+        """Named by the agent but neither created, loaded nor announced to the client.
+
+        Held traffic of an id nobody announced does not stop the client from
+        loading or resuming that id (which releases it).
+        """
+        reg = self.registry
+        if sid in reg.provisional:
+            return True
+        if reg.is_known(sid):
+            return False
+        if self.hold.announces(sid):
+            return True
+        return sid in self.hold and method not in _OPENS_SESSION

@@ -1,0 +1,170 @@
+"""Byte-exact scanning of JSON object members, for splicing values between frames.
+
+:func:`member_spans` finds where each member value of a JSON object lies in
+the raw bytes, so a value can be copied into a new frame byte for byte
+(proxy-chain mode, :mod:`acp_proxy.core.chain`) instead of being decoded and
+re-serialized; :func:`member_text` follows a key path to one such value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from acp_proxy.core.wire.jsonrpc import dumps
+from acp_proxy.core.wire.views import VIEW_KEY
+
+__all__ = ["member_spans", "member_text", "without_member"]
+
+_WS = b" \t\r\n"
+# A JSON string (escapes included) or one structural character.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
+
+
+def member_spans(
+    raw: bytes, start: int = 0, end: int | None = None, dups: set[str] | None = None
+) -> dict[str, tuple[int, int]] | None:
+    """Finds where each member value of a JSON object lies in ``raw``.
+
+    One linear pass over ``raw[start:end]``; strings are skipped by a regular
+    expression, so the cost is per structural token, not per byte.
+
+    Args:
+        raw: bytes that hold a valid JSON object between ``start`` and ``end``
+            (surrounding whitespace allowed).
+        start: offset of the object's text.
+        end: end of the object's text (default: ``len(raw)``).
+        dups: if given, receives the keys that occur more than once.
+
+    Returns:
+        ``{key: (value_start, value_end)}`` with offsets into ``raw``; for a
+        key that occurs twice the later value wins, as in the decoders.
+        ``None`` when ``raw[start:end]`` does not begin with an object.
+    """
+    if end is None:
+        end = len(raw)
+    while start < end and raw[start] in _WS:
+        start += 1
+    if start >= end or raw[start] != 0x7B:  # {
+        return None
+    spans: dict[str, tuple[int, int]] = {}
+    depth = 0
+    key: str | None = None
+    value_start = -1
+    expect_key = False
+    for tok in _TOKEN.finditer(raw, start, end):
+        c = raw[tok.start()]
+        if depth == 1 and c != 0x7B and c != 0x5B:
+            if c == 0x22:  # a key, or a string value
+                if expect_key:
+                    key = _decode_key(tok.group())
+                    if key is None:
+                        return None
+                    expect_key = False
+            elif c == 0x3A:  # :
+                value_start = tok.end()
+            else:  # , or } ends the member
+                if key is not None and value_start >= 0:
+                    if dups is not None and key in spans:
+                        dups.add(key)
+                    spans[key] = _strip(raw, value_start, tok.start())
+                key, value_start = None, -1
+                if c == 0x7D:  # }
+                    return spans
+                expect_key = True
+        elif c == 0x7B or c == 0x5B:  # { [
+            depth += 1
+            if depth == 1:
+                expect_key = True
+        elif c == 0x7D or c == 0x5D:  # } ]
+            depth -= 1
+    return None
+
+
+def _decode_key(token: bytes) -> str | None:
+    body = token[1:-1]
+    try:
+        if b"\\" in body:
+            key = json.loads(token)
+            return key if isinstance(key, str) else None
+        return body.decode("utf-8")
+    except ValueError:
+        return None
+
+
+def _strip(raw: bytes, start: int, end: int) -> tuple[int, int]:
+    while start < end and raw[start] in _WS:
+        start += 1
+    while end > start and raw[end - 1] in _WS:
+        end -= 1
+    return start, end
+
+
+def member_text(raw: bytes, path: tuple[str, ...], value: Any) -> bytes:
+    """The text of the member at ``path`` in ``raw``; ``dumps(value)`` if it cannot be found.
+
+    A view level (:mod:`~acp_proxy.core.wire.views`) carries its own bytes: they are the text.
+    """
+    if type(value) is dict and VIEW_KEY in value:
+        return bytes(value[VIEW_KEY])
+    start, end = 0, len(raw)
+    for key in path:
+        spans = member_spans(raw, start, end)
+        if spans is None or key not in spans:
+            return dumps(value)
+        start, end = spans[key]
+    return raw[start:end]
+
+
+def without_member(raw: bytes, path: tuple[str, ...]) -> bytes | None:
+    """``raw`` with the member at ``path`` (key, value and one separating comma) cut out.
+
+    Every other byte stays as it came (numbers, escapes, spacing, key order),
+    so a rewrite changes only what it must. ``path`` names objects from the
+    top level down; the last key is the member removed.
+
+    Args:
+        raw: one JSON text whose objects along ``path`` hold no repeated key.
+        path: key path, e.g. ``("params", "update", "state")``.
+
+    Returns:
+        The new bytes, or ``None`` when the member cannot be found.
+    """
+    start, end = 0, len(raw)
+    for key in path[:-1]:
+        spans = member_spans(raw, start, end)
+        if spans is None or key not in spans:
+            return None
+        start, end = spans[key]
+    spans = member_spans(raw, start, end)
+    if spans is None or path[-1] not in spans:
+        return None
+    value_start, value_end = spans[path[-1]]
+    # Back from the value: optional spaces, ':', optional spaces, the key's closing quote.
+    i = value_start - 1
+    while raw[i] in _WS:
+        i -= 1
+    i -= 1  # the ':'
+    while raw[i] in _WS:
+        i -= 1
+    key_start = i - 1  # the closing quote is at i: find the unescaped opening one
+    while True:
+        key_start = raw.rindex(b'"', start, key_start + 1)
+        slashes = 0
+        while raw[key_start - 1 - slashes] == 0x5C:  # backslash
+            slashes += 1
+        if slashes % 2 == 0:
+            break
+        key_start -= 1
+    j = value_end
+    while raw[j] in _WS:
+        j += 1
+    if raw[j] == 0x2C:  # a comma follows: cut the member and that comma
+        return raw[:key_start] + raw[j + 1 :]
+    k = key_start - 1  # the last member: cut the comma before it, if any
+    while raw[k] in _WS:
+        k -= 1
+    if raw[k] == 0x2C:
+        return raw[:k] + raw[value_end:]
+    return raw[:key_start] + raw[value_end:]

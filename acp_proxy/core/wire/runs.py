@@ -1,0 +1,173 @@
+"""Runs of complete lines decided with one decode and one encode (the agent's hot path).
+
+A run is what :meth:`~acp_proxy.core.wire.framing.LineFramer.feed_runs` gives: the
+complete lines of one read, joined by ``b"\\n"``. Both functions here decode a
+whole run in one msgspec call, re-encode it in one call and accept it only
+when the bytes come back identical; otherwise they return ``None`` and the
+caller handles the lines one by one with :func:`~acp_proxy.core.wire.jsonrpc.parse`
+(``None`` never means "invalid").
+
+- :func:`envelope_run`: every line is a notification envelope
+  ``{"jsonrpc","method","params":{"sessionId","update":{...}[,"_meta"]}}``
+  (the shape of ``session/update``), in that key order. Only those keys are
+  decoded; every value inside ``update`` stays raw bytes, so the content is
+  validated but never turned into Python objects.
+- :func:`plain_run`: every line is canonical JSON of any shape (each line is
+  the compact encoding of its decoded value).
+
+Why identical bytes are enough for the parser-differential guarantee
+(DESIGN.md "Enforcement"): at every level the proxy decides on (top-level,
+``params``, ``params.update``), re-encoding writes each key once, unescaped,
+with no whitespace; a line that repeats a key, escapes one or spaces them out
+cannot come back unchanged. So every JSON parser reads the decision keys of an
+accepted line the way the proxy does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import msgspec
+
+__all__ = ["Envelope", "EnvelopeParams", "envelope_run", "plain_run", "update_kind"]
+
+
+class EnvelopeParams(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """``params`` of an :class:`Envelope`.
+
+    Attributes:
+        sessionId: the session the notification is about.
+        update: the update object, each member's value as raw JSON bytes.
+        meta: ``_meta`` if present: ``None``, or its keys (decoded: the
+            Python SDK spreads them into the handler's arguments, so the
+            engine checks them) with raw values.
+    """
+
+    sessionId: str
+    update: dict[str, msgspec.Raw]
+    meta: dict[str, msgspec.Raw] | None | msgspec.UnsetType = msgspec.field(
+        name="_meta", default=msgspec.UNSET
+    )
+
+
+class Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One line of an :func:`envelope_run`: a notification without ``id``.
+
+    Attributes:
+        jsonrpc: the version string (the caller checks it is ``"2.0"``).
+        method: the method name.
+        params: the session and update.
+    """
+
+    jsonrpc: str
+    method: str
+    params: EnvelopeParams
+
+
+_ENCODER = msgspec.json.Encoder()
+_encode_lines = _ENCODER.encode_lines
+_decode_lines = msgspec.json.Decoder().decode_lines
+_decode_envelopes = msgspec.json.Decoder(Envelope).decode_lines
+_decode = msgspec.json.Decoder().decode
+
+
+def _same_bytes(encoded: bytes, data: bytes) -> bool:
+    # encode_lines ends every line with a newline; ``data`` lacks the last one.
+    return len(encoded) == len(data) + 1 and encoded.startswith(data)
+
+
+def envelope_run(data: bytes) -> list[Envelope] | None:
+    """The envelopes of ``data`` when every line is one, written exactly as re-encoded.
+
+    Valid UTF-8 is checked for the whole run first: msgspec skips raw values
+    without checking their encoding, and a line that is not UTF-8 must be
+    decided by :func:`~acp_proxy.core.wire.jsonrpc.parse`, as it would be alone.
+
+    Args:
+        data: lines joined by ``b"\\n"``, without the last newline.
+
+    Returns:
+        One :class:`Envelope` per line, in order, or ``None``.
+    """
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        envelopes: list[Envelope] = _decode_envelopes(data)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        return None
+    if not _same_bytes(_encode_lines(envelopes), data):
+        return None
+    # Raw values are skipped without converting numbers: one long enough to
+    # hold an integer past Python's digit limit must pass the full decoder,
+    # as it would on the frame-by-frame path (which refuses such a number).
+    long_value = sys.get_int_max_str_digits() or 1 << 62  # 0 means no limit
+    for env in envelopes:
+        params = env.params
+        meta = params.meta
+        if type(meta) is dict:
+            for value in meta.values():
+                if len(value) > long_value and not _decodes(value):
+                    return None
+        for value in params.update.values():
+            if len(value) > long_value and not _decodes(value):
+                return None
+    return envelopes
+
+
+def _decodes(value: msgspec.Raw) -> bool:
+    try:
+        _decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def plain_run(data: bytes) -> list[Any] | None:
+    """The decoded lines of ``data`` when every one is exactly canonical JSON.
+
+    Canonical: each line is the compact encoding of its decoded value, so no
+    line repeats or escapes a key, and there is no blank line, ``\\r`` or other
+    whitespace (:func:`~acp_proxy.core.wire.jsonrpc.canonical` for a whole run).
+
+    Args:
+        data: lines joined by ``b"\\n"``, without the last newline.
+
+    Returns:
+        One value per line, in order, or ``None``.
+    """
+    try:
+        bodies: list[Any] = _decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return bodies if _same_bytes(_encode_lines(bodies), data) else None
+
+
+_KINDS: dict[bytes, str | None] = {}
+_MAX_KINDS = 256
+_MAX_KIND_BYTES = 64
+
+
+def update_kind(raw: msgspec.Raw) -> str | None:
+    """The value of a raw ``sessionUpdate`` member when it is a string, else ``None``.
+
+    Decoded properly (``"subagent\\u005fupdate"`` is ``"subagent_update"``);
+    the few short spellings a stream uses are remembered (at most 256 of at
+    most 64 bytes each: 16 KiB).
+    """
+    key = bytes(raw)
+    if key in _KINDS:
+        return _KINDS[key]
+    try:
+        value = _decode(key)
+    except (msgspec.DecodeError, RecursionError):
+        value = None
+    kind = value if type(value) is str else None
+    if len(key) <= _MAX_KIND_BYTES:
+        if len(_KINDS) >= _MAX_KINDS:
+            _KINDS.clear()
+        _KINDS[key] = kind
+    return kind

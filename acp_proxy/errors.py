@@ -1,0 +1,36 @@
+"""The project's exception types that reach the command line (exit status 2).
+
+:class:`ConfigError` is also importable from :mod:`acp_proxy.config`, and
+:class:`StartupError` from :mod:`acp_proxy.shell.topology.ws_upgrade`, where
+they were defined before.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "StartupError"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, of the wrong type, or out of range.
+
+    ``str(error)`` is ``"SOURCE: KEY: MESSAGE"``, leaving out the parts that
+    are empty (a file that cannot be read or parsed has no key).
+
+    Attributes:
+        key: dotted path of the offending key (``"hold.timeout_seconds"``,
+            ``'enforcement.child_mutations."session/cancel"'``,
+            ``"listen.allowed_origins[1]"``); ``""`` for the file as a whole.
+        message: what is wrong with it, without the key.
+        source: where the configuration came from (a file name), or ``""``.
+    """
+
+    def __init__(self, key: str, message: str, *, source: str = "") -> None:
+        text = f"{key}: {message}" if key else message
+        super().__init__(f"{source}: {text}" if source else text)
+        self.key = key
+        self.message = message
+        self.source = source
+
+
+class StartupError(Exception):
+    """A usage or configuration problem found before serving (exit status 2)."""

@@ -1,0 +1,418 @@
+"""The relay: one nursery moving frames between two transports through a ProxyCore.
+
+DESIGN.md section 1 (``relay.py``): a reader per peer, a writer per peer, a
+timer. Readers hand frames to the synchronous core and queue the resulting
+sends on bounded memory channels; writers drain them in batches. A full
+channel, or more than ``max_queued_bytes`` queued toward a peer, blocks the
+reader that feeds it, so a slow client slows the agent's reads and memory
+stays bounded in bytes, not only in batches (backpressure).
+
+Isolation: a frame or line run of at least :data:`THREAD_THRESHOLD_BYTES`
+is handed to the core in a worker thread (``trio.to_thread.run_sync``), so
+that one connection's large message does not freeze the event loop that
+serves every other connection of ``--listen``. The reader awaits the thread
+before it reads on (order unchanged), and no other task calls this relay's
+core while the thread runs (:meth:`Relay._core_ready`). While any such thread
+runs, the cyclic garbage collector is paused (:class:`_GcPause`): a full
+collection over the millions of objects a hostile message decodes into is
+one C call that holds the GIL for seconds.
+
+Shutdown: when the client's stream ends, the core answers the agent's
+pending requests, the agent's input is closed and ``stop_agent`` runs (grace
+period, then terminate). When the agent's stream ends, ``wait_agent`` gives
+its exit status, the core answers the client's pending requests with an
+error naming it, those answers are flushed, and :meth:`Relay.run` returns.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Awaitable, Callable
+
+import attrs
+import trio
+
+from acp_proxy.core.actions import Action, Audit, Peer
+from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.wire.framing import Lines, Oversize, Partial
+from acp_proxy.shell.routing import (
+    AuditSink,
+    CoreTimer,
+    coalesce,
+    flush_log_summaries,
+    route_actions,
+)
+from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
+
+__all__ = ["THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
+
+log = logging.getLogger("acp_proxy.relay")
+
+DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
+
+#: a frame or line run this long or longer (bytes) goes to the core in a worker thread
+THREAD_THRESHOLD_BYTES = 256 * 1024
+
+#: audit records written per event-loop turn after a core call in a worker thread
+AUDIT_SLICE = 256
+
+
+class _GcPause:
+    """Pauses the cyclic garbage collector while at least one ``with`` block runs.
+
+    Process-wide and nestable (a count); the collector is enabled again when
+    the last block ends, only if it was enabled when the first one started.
+    Reference counting still frees everything that is not in a cycle.
+    Entered and left from event-loop threads only.
+    """
+
+    def __init__(self) -> None:
+        self.active = 0
+        self._reenable = False
+
+    def __enter__(self) -> None:
+        if self.active == 0:
+            self._reenable = gc.isenabled()
+            gc.disable()
+        self.active += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.active -= 1
+        if self.active == 0 and self._reenable:
+            gc.enable()
+
+
+_gc_paused = _GcPause()
+
+
+class _CollectedAudit:
+    """An audit sink that only keeps the records (safe to use in a worker thread)."""
+
+    def __init__(self) -> None:
+        self.records: list[Audit] = []
+
+    def write(self, record: Audit) -> None:
+        self.records.append(record)
+
+
+class _ByteBudget:
+    """Bytes queued toward one peer and not yet written.
+
+    :meth:`acquire` waits while adding ``n`` would exceed ``max_bytes``; a
+    batch larger than ``max_bytes`` is admitted alone (when nothing else is
+    queued), so one big message can always pass.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.queued_bytes = 0
+        self._lot = trio.lowlevel.ParkingLot()
+
+    async def acquire(self, n: int) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while self.queued_bytes and self.queued_bytes + n > self.max_bytes:
+            await self._lot.park()
+        self.queued_bytes += n
+
+    def release(self, n: int) -> None:
+        self.queued_bytes -= n
+        self._lot.unpark_all()
+
+
+@attrs.frozen
+class RelayResult:
+    """How a relay ended.
+
+    Attributes:
+        agent_status: the agent's exit status, or ``None`` when unknown
+            (e.g. a remote agent whose connection closed).
+        client_closed_first: True when the client's stream ended before the agent's.
+    """
+
+    agent_status: int | None
+    client_closed_first: bool
+
+
+class Relay:
+    """Moves frames between ``client`` and ``agent`` through ``core``.
+
+    Args:
+        core: the sans-IO engine for this connection.
+        client: the client-side transport.
+        agent: the agent-side transport.
+        audit: audit sink, or ``None``.
+        wait_agent: awaited after the agent's stream ends; returns its exit
+            status (``None`` if unknown).
+        stop_agent: awaited after the agent's input is closed because the
+            client went away (grace period, terminate).
+        channel_batches: capacity of each outgoing memory channel, in batches.
+        max_queued_bytes: bytes queued toward one peer before its feeding
+            reader waits (one larger batch passes alone).
+        flush_timeout_seconds: after the agent is gone, how long the final
+            messages to the client may take to write.
+        drain_seconds: after the client's EOF, how long to wait for the
+            answers to its requests in flight before closing the agent side
+            (for transports that cannot half-close, e.g. WebSocket; 0 = close
+            at once, right for a pipe, where the agent still answers).
+    """
+
+    def __init__(
+        self,
+        core: ProxyCore,
+        client: FrameTransport,
+        agent: FrameTransport,
+        *,
+        audit: AuditSink | None = None,
+        wait_agent: Callable[[], Awaitable[int | None]] | None = None,
+        stop_agent: Callable[[], Awaitable[object]] | None = None,
+        channel_batches: int = 64,
+        flush_timeout_seconds: float = 10.0,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        drain_seconds: float = 0.0,
+    ) -> None:
+        self.flush_timeout_seconds = flush_timeout_seconds
+        self.drain_seconds = drain_seconds
+        self._drained = trio.Event()
+        self.core = core
+        self.transports = {Peer.CLIENT: client, Peer.AGENT: agent}
+        self.audit = audit
+        self._wait_agent = wait_agent
+        self._stop_agent = stop_agent
+        self._channels = {
+            peer: trio.open_memory_channel[list[bytes] | None](channel_batches) for peer in Peer
+        }
+        self._budgets = {peer: _ByteBudget(max_queued_bytes) for peer in Peer}
+        self._client_gone = False
+        self._client_closed_first = False
+        # True while a worker thread runs this relay's core; no task touches
+        # the core then, and _core_free is set when the thread is done.
+        self._core_busy = False
+        self._core_free = trio.Event()
+        self._timer = CoreTimer(self._get_timer, self._fire_timer)
+        self._nursery: trio.Nursery | None = None
+        self._client_flushed = trio.Event()
+
+    async def run(self) -> RelayResult:
+        """Relays until the agent's stream has ended and the client has been told.
+
+        Returns:
+            The :class:`RelayResult`.
+        """
+        status: int | None = None
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for peer in Peer:
+                nursery.start_soon(self._writer, peer)
+            nursery.start_soon(self._timer.run)
+            nursery.start_soon(self._read_client)
+            status = await self._read_agent()
+            # Client told; let the client writer flush (bounded: a client that
+            # stopped reading must not keep the proxy alive), then stop the rest.
+            with trio.move_on_after(self.flush_timeout_seconds):
+                await self._channels[Peer.CLIENT][0].send(None)
+                await self._client_flushed.wait()
+            nursery.cancel_scope.cancel()
+        flush_log_summaries(everything=True)  # the counts of rate-limited log lines
+        return RelayResult(status, self._client_closed_first)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _now(self) -> float:
+        return trio.current_time()
+
+    def _get_timer(self) -> float | None:
+        # None while a worker thread owns the core: its _apply pokes the timer after.
+        return None if self._core_busy else self.core.get_timer()
+
+    async def _core_ready(self) -> None:
+        """Returns once no worker thread holds the core (at once, without a checkpoint, if none).
+
+        Call the core right after, without awaiting anything in between.
+        """
+        while self._core_busy:
+            await self._core_free.wait()
+
+    async def _handle_in_thread(
+        self, source: Peer, batch: list[Incoming]
+    ) -> tuple[dict[Peer, list[bytes]], list[Audit]]:
+        """:meth:`_handle` in a worker thread, its actions routed there too.
+
+        Other tasks of this relay wait for the core meanwhile
+        (:meth:`_core_ready`); the cyclic GC is paused (:class:`_GcPause`).
+        Cancellation waits for the thread (the core must not be left mid-call).
+
+        Returns:
+            ``(sends per peer, audit records)`` as :func:`route_actions` gives
+            them, the records not yet written (reports are logged already).
+        """
+        while self._core_busy:
+            await self._core_free.wait()
+        self._core_busy = True
+        self._core_free = trio.Event()
+        now = self._now()
+
+        def work() -> tuple[dict[Peer, list[bytes]], list[Audit]]:
+            sink = _CollectedAudit()
+            actions = self._handle(source, batch, now)
+            return route_actions(actions, sink if self.audit is not None else None), sink.records
+
+        try:
+            with _gc_paused:
+                return await trio.to_thread.run_sync(work)
+        finally:
+            self._core_busy = False
+            self._core_free.set()
+
+    async def _apply(self, actions: list[Action]) -> None:
+        """Carries out core actions in order; Sends are grouped per peer."""
+        await self._send_routed(route_actions(actions, self.audit))
+
+    async def _send_routed(self, batch: dict[Peer, list[bytes]]) -> None:
+        for peer, frames in batch.items():
+            await self._budgets[peer].acquire(sum(map(len, frames)))
+            await self._channels[peer][0].send(frames)
+        self._timer.poke()
+
+    async def _apply_from_thread(self, routed: tuple[dict[Peer, list[bytes]], list[Audit]]) -> None:
+        """Writes the records ``AUDIT_SLICE`` at a time (other tasks run between), then sends."""
+        batch, records = routed
+        if self.audit is not None:
+            for start in range(0, len(records), AUDIT_SLICE):
+                for record in records[start : start + AUDIT_SLICE]:
+                    self.audit.write(record)
+                await trio.lowlevel.checkpoint()
+        await self._send_routed(batch)
+
+    async def _fire_timer(self, now: float) -> None:
+        await self._core_ready()
+        await self._apply(self.core.handle_timer(max(now, self._now())))
+
+    async def _writer(self, peer: Peer) -> None:
+        rx = self._channels[peer][1]
+        transport = self.transports[peer]
+        budget = self._budgets[peer]
+        broken = False
+        done = False
+        while not done:
+            frames = await rx.receive()
+            if frames is None:
+                break
+            frames, done = coalesce(rx, frames)  # one write for what is queued
+            size = sum(map(len, frames))
+            if broken:
+                budget.release(size)
+                continue
+            try:
+                await transport.send_batch(frames)
+            except Closed as exc:
+                broken = True
+                log.info("%s", exc)
+                if peer is Peer.CLIENT:
+                    await self._on_client_gone("client stopped reading (stdout closed)")
+            finally:
+                budget.release(size)
+        if peer is Peer.AGENT:
+            await transport.close_write()
+            if self._stop_agent is not None and self._nursery is not None:
+                self._nursery.start_soon(self._stop_agent)
+        else:
+            self._client_flushed.set()
+        # Keep draining, so that no reader ever blocks on a closed peer.
+        while True:
+            frames = await rx.receive()
+            if frames is not None:
+                budget.release(sum(map(len, frames)))
+
+    # ------------------------------------------------------------- readers
+
+    async def _pump(self, peer: Peer) -> None:
+        """Feeds ``peer``'s frames to the core until its stream ends."""
+        transport = self.transports[peer]
+        while True:
+            try:
+                batch = await transport.receive_batch()
+            except Closed as exc:
+                log.info("%s", exc)
+                return
+            if batch is None:
+                return
+            await self._feed(peer, batch)
+
+    async def _read_client(self) -> None:
+        await self._pump(Peer.CLIENT)
+        await self._on_client_gone("client closed its stream", stdin_eof=True)
+
+    async def _on_client_gone(self, detail: str, *, stdin_eof: bool = False) -> None:
+        if self._client_gone:
+            return
+        self._client_gone = True
+        self._client_closed_first = True
+        if self.drain_seconds and stdin_eof:
+            # The agent side cannot be half-closed (WebSocket): let the answers
+            # to the client's requests in flight arrive before closing it.
+            with trio.move_on_after(self.drain_seconds):
+                while True:
+                    await self._core_ready()
+                    if not self.core.pending_requests(Peer.CLIENT):
+                        break
+                    await self._drained.wait()
+                    self._drained = trio.Event()
+        await self._core_ready()
+        await self._apply(self.core.peer_closed(Peer.CLIENT, self._now(), detail))
+        await self._channels[Peer.AGENT][0].send(None)
+
+    async def _read_agent(self) -> int | None:
+        await self._pump(Peer.AGENT)
+        status: int | None = None
+        if self._wait_agent is not None:
+            status = await self._wait_agent()
+        detail = (
+            "agent closed the connection"
+            if status is None
+            else f"agent exited with status {status}"
+        )
+        await self._core_ready()
+        await self._apply(self.core.peer_closed(Peer.AGENT, self._now(), detail))
+        self._drained.set()
+        return status
+
+    async def _feed(self, source: Peer, batch: list[Incoming]) -> None:
+        """Hands ``batch`` to the core: in a worker thread when an item is large."""
+        for item in batch:
+            if type(item) is bytes:
+                size = len(item)
+            elif type(item) is Lines:
+                size = len(item.data)
+            else:
+                continue
+            if size >= THREAD_THRESHOLD_BYTES:
+                await self._apply_from_thread(await self._handle_in_thread(source, batch))
+                break
+        else:
+            await self._core_ready()
+            await self._apply(self._handle(source, batch, self._now()))
+        if source is Peer.AGENT:
+            self._drained.set()  # wakes a client-EOF drain waiting for answers
+
+    def _handle(self, source: Peer, batch: list[Incoming], now: float) -> list[Action]:
+        """The core's actions for ``batch`` (runs on the event loop or in a worker thread)."""
+        core = self.core
+        actions: list[Action] = []
+        run: list[bytes] = []  # consecutive frames go to the core together
+        for item in batch:
+            if type(item) is bytes:
+                run.append(item)
+                continue
+            if run:
+                actions.extend(core.receive_frames(source, run, now))
+                run = []
+            if type(item) is Lines:
+                actions.extend(core.receive_lines(source, item, now))
+            elif isinstance(item, Oversize):
+                actions.extend(core.oversize(source, item.size_bytes, item.complete, now))
+            elif isinstance(item, Partial):
+                actions.extend(core.partial(source, item.size_bytes, now))
+        if run:
+            actions.extend(core.receive_frames(source, run, now))
+        return actions

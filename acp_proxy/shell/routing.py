@@ -1,0 +1,183 @@
+"""Pieces shared by the trio shells (:mod:`~acp_proxy.shell.relay`,
+:mod:`~acp_proxy.shell.topology.chain`).
+
+Both carry out the sans-IO core's actions and drive its timer the same way;
+only the number of real streams differs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import trio
+
+from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
+from acp_proxy.shell.audit import Throttle, preview
+
+__all__ = [
+    "LOG_LINE_LIMIT",
+    "LOG_THROTTLE",
+    "MAX_COALESCE",
+    "AuditSink",
+    "CoreTimer",
+    "coalesce",
+    "flush_log_summaries",
+    "route_actions",
+]
+
+log = logging.getLogger("acp_proxy")
+
+_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+#: queued batches merged into one write
+MAX_COALESCE = 256
+
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+
+
+class AuditSink(Protocol):
+    """Where :class:`~acp_proxy.core.actions.Audit` records go."""
+
+    def write(self, record: Audit) -> None:
+        """Records one audit event (must not block for long)."""
+
+
+#: characters kept of one log line written for the core (a report, a debug audit line)
+LOG_LINE_LIMIT = 300
+
+#: the proxy's own log lines per kind (a report's text up to its first ":", or
+#: "audit <event>") and second before the rest are only counted; process-wide,
+#: as stderr is. :func:`flush_log_summaries` says how many were suppressed.
+LOG_THROTTLE = Throttle(burst=10, window_seconds=1.0)
+
+
+def _brief(fields: dict[str, object]) -> str:
+    """``k=v`` pairs, each value a bounded preview (never a full repr of peer data)."""
+    return " ".join(
+        f"{k}={preview(v, 80)}" for k, v in fields.items() if v is not None and k != "content"
+    )
+
+
+def _cut(text: str) -> str:
+    if len(text) <= LOG_LINE_LIMIT:
+        return text
+    return f"{text[:LOG_LINE_LIMIT]}...({len(text)} chars)"
+
+
+def flush_log_summaries(everything: bool = False) -> None:
+    """Logs one line per kind whose window ended with suppressed lines (all: ``everything``)."""
+    for kind, count, seconds in LOG_THROTTLE.summaries(everything):
+        log.warning("%d more log lines like %r suppressed in %.1fs", count, kind, seconds)
+
+
+def _log_report(a: Report) -> None:
+    text = a.text if type(a.text) is str else preview(a.text)
+    flush_log_summaries()
+    if LOG_THROTTLE.allow(text.split(":", 1)[0][:60]):
+        log.log(_LEVELS.get(a.level, logging.WARNING), "%s", _cut(text))
+
+
+def _log_audit(a: Audit) -> None:
+    flush_log_summaries()
+    if LOG_THROTTLE.allow(f"audit {a.event}"):
+        log.debug("%s", _cut(f"{a.event} {a.direction or ''} {_brief(a.fields)}"))
+
+
+def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, list[bytes]]:
+    """Carries out audit and report actions; returns the sends grouped by peer.
+
+    Audit records go to ``audit`` (and, at debug level, to the log); reports
+    go to the log at their level, each line cut to :data:`LOG_LINE_LIMIT`
+    characters and rate-limited per kind (:data:`LOG_THROTTLE`). Sends keep
+    their order within each peer.
+
+    Args:
+        actions: the core's actions, in order.
+        audit: the audit sink, or ``None``.
+
+    Returns:
+        ``{peer: [frame, ...]}`` (frames without line endings).
+    """
+    to_client: list[bytes] = []
+    to_agent: list[bytes] = []
+    debug = log.isEnabledFor(logging.DEBUG)
+    for a in actions:
+        if type(a) is Send:
+            # identity tests: hashing an Enum member runs Python code
+            (to_client if a.to is _CLIENT else to_agent).append(a.data)
+        elif type(a) is Audit:
+            if audit is not None:
+                audit.write(a)
+            if debug:
+                _log_audit(a)
+        elif type(a) is Report:
+            _log_report(a)
+    batch: dict[Peer, list[bytes]] = {}
+    if to_client:
+        batch[_CLIENT] = to_client
+    if to_agent:
+        batch[_AGENT] = to_agent
+    return batch
+
+
+class CoreTimer:
+    """Calls ``on_fire(now)`` whenever the core's timer deadline passes.
+
+    Args:
+        get_timer: the core's ``get_timer`` (seconds on trio's clock, or ``None``).
+        on_fire: awaited with the current time when the deadline is reached.
+
+    Call :meth:`poke` after every core call that may have set an earlier deadline.
+    """
+
+    def __init__(
+        self,
+        get_timer: Callable[[], float | None],
+        on_fire: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self._get_timer = get_timer
+        self._on_fire = on_fire
+        self._scope: trio.CancelScope | None = None
+
+    def poke(self) -> None:
+        """Moves the wake-up earlier if the core's deadline is now earlier."""
+        scope = self._scope
+        if scope is None:
+            return
+        deadline = self._get_timer()
+        if deadline is not None and deadline < scope.deadline:
+            scope.deadline = deadline
+
+    async def run(self) -> None:
+        """Runs until cancelled."""
+        while True:
+            deadline = self._get_timer()
+            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
+                self._scope = scope
+                await trio.sleep_forever()
+            self._scope = None
+            await self._on_fire(trio.current_time())
+
+
+def coalesce(
+    rx: trio.MemoryReceiveChannel[list[bytes] | None], frames: list[bytes]
+) -> tuple[list[bytes], bool]:
+    """Appends to ``frames`` whatever batches are already queued on ``rx``.
+
+    Returns:
+        ``(frames, ended)``: ``ended`` is True when the end-of-stream marker
+        (``None``) was taken.
+    """
+    for _ in range(MAX_COALESCE):
+        try:
+            more = rx.receive_nowait()
+        except trio.WouldBlock:
+            break
+        if more is None:
+            return frames, True
+        frames.extend(more)
+    return frames, False

@@ -1,5 +1,0 @@
-"""Trio transports: each moves whole frames between a peer and the relay."""
-
-from acp_proxy.transport.base import Closed, FrameTransport
-
-__all__ = ["Closed", "FrameTransport"]

@@ -1,0 +1,5 @@
+"""``python -m benchmarks``: the benchmark (:func:`benchmarks.bench.main`)."""
+
+from benchmarks.bench import main
+
+raise SystemExit(main())
