@@ -165,13 +165,13 @@ class LimitsConfig:
             oldest is forgotten (its later traffic is held again).
         max_child_bytes: bytes of tracked fields kept per child (title,
             description, capabilities, state, cwd, additional directories,
-            ``_meta``, as compact JSON); an update beyond it keeps only the
+            ``_meta``, as the memory they hold, estimated); an update beyond it keeps only the
             child's capabilities (and drops those too if they alone are
             larger: fail closed, no grant).
         max_registry_bytes: bytes of tracked fields over all children; an
             announcement beyond it is dropped (fail closed), an update beyond
             it is truncated as above.
-        max_dedup_bytes: bytes of state snapshots remembered for duplicate
+        max_dedup_bytes: bytes (in memory, estimated) of state snapshots remembered for duplicate
             removal (oldest channel forgotten first; a forgotten one only
             means its next report is delivered).
         max_pending_bytes: bytes of ids, methods and session ids of requests

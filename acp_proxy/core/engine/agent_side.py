@@ -16,6 +16,7 @@ from acp_proxy.core.session.hold import Evicted
 from acp_proxy.core.session.patch import UNSET
 from acp_proxy.core.session.registry import MAX_DEPTH, UpdateOutcome
 from acp_proxy.core.session.schema import PATCH_FIELDS, view_subagent_update
+from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import nested_deeper_than
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
 from acp_proxy.core.wire.jsonscan import without_member
@@ -258,7 +259,9 @@ class AgentSide(EngineBase):
                                 "repeats the last state_update",
                             )
                             return []
-                        self.dedup.delivered(channel, snapshot, len(m.raw))
+                        self.dedup.delivered(
+                            channel, snapshot, footprint(snapshot, self._dedup_cap)
+                        )
         self._forward(out, _CLIENT, m.raw)
         return []
 
@@ -351,7 +354,7 @@ class AgentSide(EngineBase):
             self._forward(out, _CLIENT, m.raw)
             return []
         if self._dedup_on and view.state is not UNSET:
-            self.dedup.delivered(("mirror", cid), mirror, len(m.raw))
+            self.dedup.delivered(("mirror", cid), mirror, footprint(mirror, self._dedup_cap))
         child = reg.child(cid)
         assert child is not None
         self._forward(out, _CLIENT, m.raw)

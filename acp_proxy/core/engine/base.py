@@ -64,6 +64,8 @@ class EngineBase(abc.ABC):
         self._min_value_bytes = limits.min_bytes_per_value
         self.hold = HoldBuffer(self.config.hold, self._reparse)
         self.dedup = StateDedup(limits.max_dedup_bytes)
+        # counting a snapshot's memory stops past this (it would not be remembered)
+        self._dedup_cap = limits.max_dedup_bytes
         self._max_sid = limits.max_session_id_bytes
         self._max_pending_bytes = limits.max_pending_bytes
         # requester -> bytes of ids, methods and session ids in flight

@@ -25,7 +25,7 @@ import attrs
 
 from acp_proxy.core.session.patch import UNSET, apply_patch, merge_meta, meta_patch_is_noop
 from acp_proxy.core.session.schema import SubagentUpdate
-from acp_proxy.core.wire.jsonrpc import dumps
+from acp_proxy.core.session.size import footprint
 
 __all__ = ["MAX_DEPTH", "Child", "Registry", "UpdateOutcome"]
 
@@ -51,7 +51,8 @@ class Child:
         fresh: False while the child's grants are revoked by a load or
             resume of an ancestor (until its re-announcement after the
             response); a stale child permits no mutation.
-        nbytes: bytes of the tracked fields, as compact JSON.
+        nbytes: bytes the tracked fields hold in memory (about; see
+            :func:`~acp_proxy.core.session.size.footprint`).
         truncated: True once the tracked fields outgrew a byte bound and all
             but ``capabilities`` were dropped.
     """
@@ -361,7 +362,7 @@ class Registry:
                 return UpdateOutcome.REFUSED  # chains stay short: walks up them stay cheap
             c = Child(session_id=sid, parent_id=parent_id, announced_at=now, fresh=not history)
             self._patch(c, view)
-            size = min(_fields_bytes(c), self.max_child_bytes)
+            size = min(_fields_bytes(c, self.max_child_bytes), self.max_child_bytes)
             if self.nbytes + size > self.max_registry_bytes:
                 return UpdateOutcome.REFUSED
             self._account(c)
@@ -386,13 +387,13 @@ class Registry:
         ``max_registry_bytes`` (fail closed: capabilities go last, and with them
         every grant)."""
         old = c.nbytes
-        size = _fields_bytes(c)
+        size = _fields_bytes(c, self.max_child_bytes)
         if size > self.max_child_bytes or self.nbytes - old + size > self.max_registry_bytes:
             c.title = c.description = c.cwd = None
             c.state = c.meta = c.additional_directories = None
             c.truncated = True
             self.truncated_last = True
-            size = _fields_bytes(c)
+            size = _fields_bytes(c, self.max_child_bytes)
             if size > self.max_child_bytes or self.nbytes - old + size > self.max_registry_bytes:
                 c.capabilities = None
                 size = 0
@@ -412,9 +413,9 @@ class Registry:
         c.meta = merge_meta(c.meta, view.meta)
 
 
-def _fields_bytes(c: Child) -> int:
-    """Bytes of ``c``'s tracked fields as compact JSON (a field too deep or out of
-    range to write counts as larger than any bound)."""
+def _fields_bytes(c: Child, cap: int) -> int:
+    """Bytes ``c``'s tracked fields hold in memory (:func:`footprint`; counting stops
+    past ``cap``)."""
     n = 0
     for value in (
         c.title,
@@ -426,8 +427,7 @@ def _fields_bytes(c: Child) -> int:
         c.meta,
     ):
         if value is not None:
-            try:
-                n += len(dumps(value))
-            except (ValueError, RecursionError):
-                return 1 << 62
+            n += footprint(value, cap - n)
+            if n > cap:
+                return n
     return n

@@ -3,6 +3,8 @@ a bound fails closed: refuse and audit, never crash, never grant."""
 
 from __future__ import annotations
 
+import json
+
 from support.corekit import (
     AGENT,
     CLIENT,
@@ -159,3 +161,22 @@ def test_a_session_id_that_is_not_a_string_is_refused_both_ways() -> None:
         out = core.receive(AGENT, notif("session/update", {"sessionId": sid, "update": {}}), 0.0)
         assert sends(out) == []
     assert_accounting(core)
+
+
+def test_state_bounds_count_memory_not_json_length() -> None:
+    """Stored values are counted as the memory they hold (about), not their JSON length: 64
+    children each with a 100 KiB state of `{}` items stay within max_registry_bytes of
+    estimated memory, and the dedup memory of 8 such state reports within max_dedup_bytes
+    (found by a hostile review: JSON length undercounted ~24 times)."""
+    from acp_proxy.core.session.size import footprint
+
+    dense = [{} for _ in range(50_000)]  # 100 KiB of JSON, ~12 MiB of dicts
+    assert footprint(dense, 1 << 40) > 50 * len(json.dumps(dense))
+    core = core_with(max_registry_bytes=4 * 1024 * 1024, max_dedup_bytes=4 * 1024 * 1024)
+    for i in range(64):
+        core.receive(AGENT, announce("P", f"C{i}", state={"state": "x", "d": dense}), 0.0)
+    assert core.registry.nbytes <= 4 * 1024 * 1024
+    for i in range(8):
+        open_session(core, f"S{i}")
+        core.receive(AGENT, state_update(f"S{i}", "running", d=dense), 0.0)
+    assert core.dedup.nbytes <= 4 * 1024 * 1024
