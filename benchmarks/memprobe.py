@@ -69,6 +69,8 @@ SHAPES: dict[str, Callable[[int, bool], bytes]] = {
         b"{" + b",".join(b'"k%d":0' % i for i in range(size // 13)) + b"}", client
     ),
     "empty_objects": lambda size, client: _wrap(_repeat(b"{}", size), client),
+    # a leading space: the view must still be used (found by a hostile review)
+    "spaced_empty_objects": lambda size, client: b" " + _wrap(_repeat(b"{}", size), client),
     "numbers": lambda size, client: _wrap(_repeat(b"0", size), client),
     # the keys at a decision level (params / update), not inside content
     "decision_level_keys": lambda size, client: (

@@ -20,6 +20,7 @@ from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import nested_deeper_than
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
 from acp_proxy.core.wire.jsonscan import without_member
+from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["MAX_HELD_NESTING", "AgentSide"]
 
@@ -246,7 +247,11 @@ class AgentSide(EngineBase):
                 if su == "state_update" and self._dedup_on:
                     assert p is not None
                     sid = p.get("sessionId")
-                    if type(sid) is str:
+                    if type(sid) is str and VIEW_KEY in upd:
+                        # A large frame (a view keeps the whole frame alive): delivered,
+                        # never remembered, so never judged a duplicate.
+                        self.dedup.delivered(("self", sid), None)
+                    elif type(sid) is str:
                         channel = ("self", sid)
                         snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
                         if self.dedup.is_duplicate(channel, snapshot):
@@ -314,6 +319,7 @@ class AgentSide(EngineBase):
             existing is not None
             and self._dedup_on
             and mirror is not None
+            and VIEW_KEY not in upd  # a large frame is never cut: never a duplicate
             and self.dedup.is_duplicate(("mirror", cid), mirror)
         ):
             return self._duplicate_mirror(m, upd, parent, existing.parent_id, now, out)

@@ -105,6 +105,18 @@ class EngineBase(abc.ABC):
     def _answer(
         self, out: list[Action], to: Peer, rid: Any, code: int, message: str, data: Any = None
     ) -> None:
+        """Answers a message of ``to`` with an error; when ``rid`` is an id of ``to``'s still
+        in flight, drops it instead (audited): that id gets one answer, the other peer's."""
+        if rid is not None and rid in self._pending[to]:
+            self._n["dropped"] += 1
+            self._audit(
+                out,
+                "request_dropped",
+                to,
+                id=rid,
+                reason=f"refused ({message}); its id is already in flight, so not answered",
+            )
+            return
         self._n["answered"] += 1
         out.append(Send(to, error_frame(rid, code, message, data)))
 

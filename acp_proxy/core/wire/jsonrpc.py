@@ -394,6 +394,11 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int) -> Mess
         m.parse_error = True
         m.reason = "not valid JSON: not strict UTF-8"
         return m
+    if _LONG_NUMBER.search(raw):  # as the whole-frame decoders refuse it (Python's limit)
+        m = Message(raw, _INVALID, None)
+        m.parse_error = True
+        m.reason = "not valid JSON: an integer of more than 4300 digits"
+        return m
     first = _FIRST.match(raw)
     lead = raw[first.end() : first.end() + 1] if first is not None else b""
     if lead == b"[":
@@ -421,6 +426,9 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int) -> Mess
 
 
 _FIRST = re.compile(rb"[ \t\r\n]*")
+# A number value of more than 4300 digits (after "[", ":" or ","; a string holding
+# such a run right after one of those is refused too: rare, and fail closed).
+_LONG_NUMBER = re.compile(rb"[\[:,][ \t\r\n]*-?[0-9]{4301}")
 
 
 def canonical(raw: bytes, dense_bytes: int = DENSE_CHECK_BYTES) -> Any:

@@ -44,9 +44,29 @@ __all__ = [
     "too_dense",
 ]
 
-#: Key under which every view level keeps its own bytes (no JSON key can be
-#: confused with it by the engine: it never reaches a peer).
-VIEW_KEY = "\x00raw"
+
+class _ViewKey:
+    """The type of :data:`VIEW_KEY`: not a string, so no JSON key can ever equal it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "VIEW_KEY"
+
+
+#: Key under which every view level keeps its own bytes. It is not a string:
+#: JSON object keys always are, so no peer can write a dict the proxy takes for
+#: a view (a ``"\u0000raw"`` key is just a key).
+VIEW_KEY: Any = _ViewKey()
+#: The session a reference that cannot be read names: never known, so the message
+#: bearing it is held (and expires as the hold buffer says).
+UNREADABLE_REFERENCE = "\x00unreadable session reference"
+#: Levels of views below the top level: ``params``, ``params.update`` and the
+#: ``params.params`` of a proxy-chain envelope; deeper objects are never read.
+MAX_VIEW_DEPTH = 3
+#: Bytes of field values one frame may decode in all (registry fields, ``_meta``,
+#: small decision containers); past it a value stands in as too large.
+DECODE_BUDGET = 1024 * 1024
 #: Longest value (bytes) decoded into a registry field; see the module doc.
 FIELD_BYTES = 256 * 1024
 _CHUNK = 1 << 20
@@ -184,15 +204,16 @@ def strict_utf8(raw: bytes) -> bool:
     return True
 
 
-#: Stands in for a decision value too large to read (a container over 64 KiB where a
+#: Stands in for a decision value too large to read (a container over 1 KiB where a
 #: string or number belongs): hashable, JSON-serializable, and no type check the
 #: engine makes (``str``, ``int``, ``dict``, ``list``) accepts it.
 OPAQUE = ("acp-proxy: value too large to read",)
 
 
 def _value(raw: Raw) -> Any:
-    """A decision value: strings and numbers decoded; a container decoded only when small."""
-    if _first(raw) in (b"{", b"[") and len(raw) > 64 * 1024:
+    """A decision value: strings and numbers decoded; a container decoded only when small
+    (at most 1 KiB: a decision value is never a container, the classifier refuses it)."""
+    if _first(raw) in (b"{", b"[") and len(raw) > 1024:
         return OPAQUE  # not a valid decision value anyway (a container)
     return _ANY.decode(raw)
 
@@ -235,22 +256,41 @@ class Ambiguous(ValueError):
     """A peer could read a decision level differently from the proxy (``args[0]``: why)."""
 
 
-def _level(raw: Raw, keys: frozenset[str], reasons: list[str], plain: bool, mbpv: int) -> Any:
+def _level(
+    raw: Raw,
+    keys: frozenset[str],
+    reasons: list[str],
+    plain: bool,
+    mbpv: int,
+    depth: int = 0,
+    budget: list[int] | None = None,
+) -> Any:
     """One view level: a dict of the decision keys present plus :data:`VIEW_KEY`.
+
+    ``depth`` 0 is the top level (whose first byte the caller checked:
+    leading whitespace is allowed there); ``budget`` holds the bytes of field
+    values the frame may still decode.
 
     Raises:
         TooDense: see :func:`_members`.
     """
-    if _first(raw) != b"{":
+    if budget is None:
+        budget = [DECODE_BUDGET]
+    if depth > 0 and _first(raw) != b"{":  # the top level was checked by the caller
         return _value(raw)  # not an object: the classifier reports it
+    if depth > MAX_VIEW_DEPTH:
+        return OPAQUE  # no envelope is this deep: never read
     out: dict[str, Any] = {VIEW_KEY: raw}
     for key, value in _members(raw, keys, plain, mbpv):
         if key in _NESTED:
-            out[key] = _level(value, _NESTED[key], reasons, plain, mbpv)
+            out[key] = _level(value, _NESTED[key], reasons, plain, mbpv, depth + 1, budget)
         elif key in _REF_LISTS:
             out[key] = _refs(value, "session" if key == "content" else "subagent")
         elif key in _FIELDS or key == "_meta" or key == "field_meta" or key == "clientCapabilities":
-            if len(value) <= FIELD_BYTES:
+            if len(value) <= min(FIELD_BYTES, budget[0]) and not (
+                len(value) > 64 * 1024 and too_dense(bytes(value), 0, mbpv)
+            ):
+                budget[0] -= len(value)
                 decoded = _ANY.decode(value)
                 if (
                     key == "capabilities"
@@ -277,10 +317,12 @@ def _refs(raw: Raw, kind: str) -> Any:
     """A ``content`` / ``background`` list reduced to ``{"type", "sessionId"}`` items:
     only what the hold buffer reads (``kind``: the item type that references a session).
 
-    Up to :data:`FIELD_BYTES` the list is decoded into small structs. A longer
-    list is never decoded: every ``"sessionId"`` string member found in it (at
-    most :data:`MAX_REFS`) counts as a reference of ``kind``, so the message is
-    held until each is known (fail closed; memory stays that of the ids).
+    Up to :data:`FIELD_BYTES` of objects the list is decoded into small
+    structs. A longer list is never decoded: every ``"sessionId"`` string
+    member found in it (at most :data:`MAX_REFS`) counts as a reference of
+    ``kind``, so the message is held until each is known (fail closed; memory
+    stays that of the ids). A long list with ``\\u`` escapes (a key could hide
+    behind one) counts as referencing a session nobody can know.
     """
     if _first(raw) != b"[":
         return OPAQUE
@@ -288,11 +330,19 @@ def _refs(raw: Raw, kind: str) -> Any:
     if b'"sessionId"' not in data and b"\\u" not in data:
         return []
     if len(data) <= FIELD_BYTES:
-        return [
-            {"type": _value(r.type) if len(r.type) else None, "sessionId": _value(r.sessionId)}
-            for r in _REFS.decode(data)
-            if len(r.sessionId)
-        ]
+        try:
+            return [
+                {
+                    "type": _value(r.type) if len(r.type) else None,
+                    "sessionId": _value(r.sessionId),
+                }
+                for r in _REFS.decode(data)
+                if len(r.sessionId)
+            ]
+        except msgspec.ValidationError:
+            pass  # an item that is not an object: searched as a long list is
+    elif b"\\u" in data:
+        return [{"type": kind, "sessionId": UNREADABLE_REFERENCE}]
     out: list[dict[str, Any]] = []
     for match in _SESSION_ID_MEMBER.finditer(data):
         out.append({"type": kind, "sessionId": _ANY.decode(match.group(1))})

@@ -252,3 +252,117 @@ def test_a_spaced_level_with_a_repeated_decision_key_is_refused() -> None:
         out = c.receive(CLIENT, frame, 0.0)
         assert sends(out, AGENT) == []
         assert decoded(sends(out, CLIENT)[0])["error"]["code"] == -32600
+
+
+def test_a_key_spelled_like_the_view_marker_is_just_a_key() -> None:
+    """A peer's `"\\u0000raw"` key is an ordinary key: the view marker is not a string (found
+    by a hostile review: the chain adapter sent the key's value on as the params)."""
+    from acp_proxy.core.chain import ChainAdapter
+
+    spoof = b'{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"\\u0000raw":[123]}}'
+    m = parse(spoof)
+    assert VIEW_KEY not in m.params
+    assert "\x00raw" in m.params
+    a = ChainAdapter(ProxyCore())
+    for raw in (spoof, spoof.replace(b"[123]", b'"x"'), spoof.replace(b"[123]", b"300000000")):
+        a.receive(raw, 0.0)  # never raises, never allocates from the value
+
+
+def test_leading_whitespace_does_not_turn_the_view_off() -> None:
+    """A large frame with a leading space or tab is still read through the view."""
+    frame = b" \t" + pad(
+        req(1, "session/prompt", {"sessionId": "P"}), value=b"[" + b"0," * MIB + b"0]"
+    )
+    m = parse(frame)
+    assert m.kind is Kind.REQUEST
+    assert VIEW_KEY in m.body
+    assert m.params is not None
+    assert set(m.params) == {VIEW_KEY, "sessionId"}
+
+
+def test_a_large_state_report_is_never_remembered() -> None:
+    """A state_update over the threshold is delivered and never kept for dedup (a view keeps
+    the whole frame alive)."""
+    c = core(False)
+    big = enc(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": "P",
+                "update": {"sessionUpdate": "state_update", "state": "idle", "x": "y" * MIB},
+            },
+        }
+    )
+    assert sends(c.receive(AGENT, big, 0.0)) == [big]
+    assert sends(c.receive(AGENT, big, 0.0)) == [big]  # not judged a duplicate
+    assert c.dedup.nbytes == 0
+
+
+def test_views_read_only_the_envelope_depth() -> None:
+    """params.params.params... below the envelope depth is never read (found by a hostile
+    review: each level re-read the frame)."""
+    from acp_proxy.core.wire.views import MAX_VIEW_DEPTH, OPAQUE
+
+    inner = b'{"sessionId":"P"}'
+    for _ in range(10):
+        inner = b'{"params":' + inner + b"}"
+    frame = pad(
+        b'{"jsonrpc":"2.0","id":1,"method":"_x","params":' + inner + b"}",
+        value=b'"' + b"v" * MIB + b'"',
+    )
+    body, _ = decode_view(frame)
+    level = body
+    for _ in range(MAX_VIEW_DEPTH + 1):
+        level = level["params"]
+    assert level is OPAQUE
+
+
+def test_an_escaped_reference_in_a_long_content_list_holds_the_message() -> None:
+    """A content list over 256 KiB with an escape counts as referencing a session nobody
+    knows: the message is held, as a small one naming an unannounced child would be."""
+    c = core(False)
+    item = b'{"type":"session","session\\u0049d":"unknown-child"}'
+    content = (
+        b"["
+        + item
+        + b","
+        + b",".join([b'{"type":"content","t":"' + b"x" * 100 + b'"}'] * 3000)
+        + b"]"
+    )
+    frame = (
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"P","update":'
+        b'{"sessionUpdate":"tool_call","toolCallId":"t","content":'
+        + content
+        + b',"pad":"'
+        + b"p" * MIB
+        + b'"}}}'
+    )
+    out = c.receive(AGENT, frame, 0.0)
+    assert sends(out) == []
+    assert audits(out, "held")
+
+
+def test_a_huge_integer_is_refused_whatever_the_frame_size() -> None:
+    """A 5000-digit number is not JSON to the proxy in a small frame and in a large one."""
+    c = core(False)
+    for filler in (b"", b"z" * MIB):
+        frame = b'{"jsonrpc":"2.0","id":2,"method":"_x","params":{"n":' + b"7" * 5000
+        frame += b',"f":"' + filler + b'"}}'
+        out = c.receive(CLIENT, frame, 0.0)
+        assert sends(out, AGENT) == []
+
+
+def test_a_refusal_never_answers_an_id_still_in_flight() -> None:
+    """An ambiguous or invalid request reusing an id in flight is dropped, not answered:
+    that id gets one answer, the agent's."""
+    c = core(False)
+    c.receive(CLIENT, req(7, "session/prompt", {"sessionId": "P"}), 0.0)
+    for bad in (
+        req(7, "session/prompt", {"session_id": "P"}),
+        req(7, "session/prompt", {"sessionId": ["P"]}),
+    ):
+        out = c.receive(CLIENT, bad, 0.0)
+        assert sends(out) == []
+        assert "request_dropped" in events(out)
+    assert_accounting(c)
