@@ -76,6 +76,13 @@ SHAPES: dict[str, Callable[[int, bool], bytes]] = {
     "decision_level_keys": lambda size, client: (
         _wrap(b'"x"', client)[:-2] + b"".join(b',"k%d":0' % i for i in range(size // 13)) + b"}}"
     ),
+    # the same with an escape, so the decision levels are checked key by key (found by a
+    # hostile review: every member was built before the density check)
+    "escaped_level_keys": lambda size, client: (
+        _wrap(b'"\\u0041"', client)[:-2]
+        + b"".join(b',"k%d":0' % i for i in range(size // 13))
+        + b"}}"
+    ),
     # near the density bound: objects of one short string, ~50 bytes per value
     "small_objects": lambda size, client: _wrap(
         _repeat(b'{"a":"' + b"x" * 90 + b'"}', size), client

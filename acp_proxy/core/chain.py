@@ -483,7 +483,10 @@ class ChainAdapter:
 
     def _refuse(self, m: Message, out: list[ToCore | Action], code: int, reason: str) -> None:
         """Answers a conductor request itself (or drops a notification), with an audit record."""
-        if m.kind is Kind.REQUEST:
+        if m.kind is Kind.REQUEST and m.id in self.core.pending_ids(Peer.CLIENT):
+            # that id is still in flight: an answer would be its second (the core's rule)
+            self._drop(out, Peer.CLIENT, "request_dropped", m.method, m.id, reason)
+        elif m.kind is Kind.REQUEST:
             self._n["answered"] += 1
             out.append(
                 Audit(

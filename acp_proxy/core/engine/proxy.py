@@ -12,7 +12,7 @@ counters, and ``accepted == forwarded + answered + dropped + held`` always.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
@@ -422,6 +422,10 @@ class ProxyCore(ClientSide, AgentSide):
         pending.clear()
         self._pending_bytes[waiting] = 0
         return out
+
+    def pending_ids(self, requester: Peer) -> Collection[Any]:
+        """The ids of ``requester``'s requests still in flight (a read-only view)."""
+        return self._pending[requester].keys()
 
     def pending_requests(self, requester: Peer) -> int:
         """Requests sent by ``requester`` still waiting for an answer."""

@@ -126,7 +126,6 @@ class _Ref(msgspec.Struct, forbid_unknown_fields=False):
     sessionId: Raw = _NONE
 
 
-_MEMBERS = msgspec.json.Decoder(dict[str, Raw])
 _ENCODE = msgspec.json.Encoder().encode
 _REFS = msgspec.json.Decoder(list[_Ref])
 _ANY = msgspec.json.Decoder()
@@ -182,6 +181,11 @@ def _struct(keys: frozenset[str]) -> msgspec.json.Decoder[Any]:
 
 
 _STRUCTS = {keys: _struct(keys) for keys in (_TOP, _PARAMS, _UPDATE, _RESULT, _ERROR)}
+_MEMBERS = msgspec.json.Decoder(dict[str, Raw])
+#: Fewest bytes per possible member (``":``) for a level to be read member by
+#: member (a member read costs ~150 bytes: the level's memory stays under 2x).
+BYTES_PER_MEMBER = 75
+_LEVEL_LITERALS = {keys: tuple(f'"{k}"'.encode() for k in sorted(keys)) for keys in _STRUCTS}
 # Registry fields: decoded up to FIELD_BYTES, else a stand-in.
 _FIELDS = frozenset(
     {"title", "description", "capabilities", "state", "cwd", "additionalDirectories"}
@@ -227,29 +231,38 @@ def _members(
 ) -> list[tuple[str, Raw]]:
     """The decision members of one level, as raw bytes.
 
-    ``plain`` (no decision key is spelled twice in the frame and nothing is
-    escaped): a struct of the decision members, the others skipped unbuilt.
-    Otherwise every member is read (last one wins, as in both SDKs); when the
-    level is not exactly the compact encoding of its members, its tokens are
-    scanned for a decision key that occurs twice.
+    Always a struct of the decision members (last one wins, as in both SDKs),
+    the others skipped unbuilt. Unless ``plain`` (no decision key spelled
+    twice in the frame, nothing escaped), the level is first checked for a
+    decision key that occurs twice among its own members: when its bytes hold
+    a ``\\u`` escape or one of its decision-key literals twice, either (a
+    small level, or few possible members: at most one ``":`` per
+    :data:`BYTES_PER_MEMBER` bytes)
+    every member is read as raw bytes and the level must be exactly their
+    compact encoding, or its tokens are scanned.
 
     Raises:
-        TooDense: the level has more than one member per ``min_bytes_per_value`` bytes.
+        TooDense: the scan would cost more than one Python step per
+            ``min_bytes_per_value`` bytes.
         Ambiguous: a decision key occurs twice in the level.
     """
-    if plain:
-        level = _STRUCTS[keys].decode(raw)
-        names = level.__struct_encode_fields__
-        values = [getattr(level, f) for f in level.__struct_fields__]
-        return [(k, v) for k, v in zip(names, values, strict=True) if len(v)]
-    members = _MEMBERS.decode(raw)
-    if _ENCODE(members) != memoryview(raw):
+    if not plain:
         data = bytes(raw)
-        if len(members) * min_bytes_per_value > len(raw) or too_dense(data, 0, min_bytes_per_value):
-            raise TooDense  # the scan below costs a Python step per value
-        if _level_dups(data, keys):
-            raise Ambiguous(DUPLICATE_REASON)
-    return [(k, v) for k, v in members.items() if k in keys]
+        if b"\\u" in data or any(data.count(lit) > 1 for lit in _LEVEL_LITERALS[keys]):
+            compact = False
+            if len(data) <= 64 * 1024 or data.count(b'":') * BYTES_PER_MEMBER <= len(data):
+                members = _MEMBERS.decode(data)  # bounded: about 2 x the level's bytes
+                compact = _ENCODE(members) == data
+                del members
+            if not compact:
+                if too_dense(data, 0, min_bytes_per_value):
+                    raise TooDense  # the scan below costs a Python step per value
+                if _level_dups(data, keys):
+                    raise Ambiguous(DUPLICATE_REASON)
+    level = _STRUCTS[keys].decode(raw)
+    names = level.__struct_encode_fields__
+    values = [getattr(level, f) for f in level.__struct_fields__]
+    return [(k, v) for k, v in zip(names, values, strict=True) if len(v)]
 
 
 class Ambiguous(ValueError):

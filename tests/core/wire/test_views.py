@@ -366,3 +366,20 @@ def test_a_refusal_never_answers_an_id_still_in_flight() -> None:
         assert sends(out) == []
         assert "request_dropped" in events(out)
     assert_accounting(c)
+
+
+def test_a_chain_refusal_never_answers_an_id_still_in_flight() -> None:
+    """The chain adapter's own refusals (a plain initialize, a malformed envelope) drop a
+    request whose id is in flight instead of answering it a second time."""
+    from acp_proxy.core.chain import ChainAdapter
+
+    ch = ChainAdapter(ProxyCore())
+    ch.receive(req(0, "proxy/initialize", {"protocolVersion": 1}), 0.0)
+    ch.receive(req(5, "session/prompt", {"sessionId": "s", "prompt": []}), 1.0)
+    for again in (
+        req(5, "initialize", {"protocolVersion": 1}),
+        req(5, "proxy/successor", {"method": 3}),
+    ):
+        out = ch.receive(again, 2.0)
+        assert not [s for s in out if hasattr(s, "data") and b'"id":5' in s.data]
+        assert "request_dropped" in events(out)
