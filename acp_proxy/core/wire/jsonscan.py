@@ -9,17 +9,15 @@ re-serialized; :func:`member_text` follows a key path to one such value.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from acp_proxy.core.wire.jsonrpc import dumps
+from acp_proxy.core.wire.views import TOKEN as _TOKEN
 from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["member_spans", "member_text", "without_member"]
 
 _WS = b" \t\r\n"
-# A JSON string (escapes included) or one structural character.
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
 
 
 def member_spans(

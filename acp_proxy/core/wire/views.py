@@ -87,7 +87,8 @@ DUPLICATE_REASON = (
     "a decision key occurs twice in one object (first-wins and last-wins readers differ)"
 )
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
+#: A JSON string (escapes included) or one structural character (also used by jsonscan).
+TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
 
 
 def _level_dups(data: bytes, keys: frozenset[str]) -> bool:
@@ -100,7 +101,7 @@ def _level_dups(data: bytes, keys: frozenset[str]) -> bool:
     seen: set[str] = set()
     depth = 0
     expect_key = False
-    for tok in _TOKEN.finditer(data):
+    for tok in TOKEN.finditer(data):
         c = data[tok.start()]
         if c == 0x22:
             if depth == 1 and expect_key:
