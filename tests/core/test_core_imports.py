@@ -19,7 +19,7 @@ CORE_FILES = sorted(CORE_DIR.rglob("*.py"))
 
 def test_scanner_sees_imports() -> None:
     """The scanner finds plain, from- and nested imports (so an empty result means something)."""
-    found = imported_modules(CORE_DIR / "engine" / "base.py")
+    found = imported_modules(CORE_DIR / "engine" / "proxy.py")
     assert "acp_proxy.config" in found
     assert "acp_proxy.core.wire.jsonrpc" in found
 

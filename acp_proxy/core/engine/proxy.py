@@ -1,8 +1,18 @@
 """ProxyCore: the whole proxy as a pure function of frames, time and state.
 
-DESIGN.md section 2. Per message: classify (keeping ``raw``), track requests
+docs/design.md section 2. Per message: classify (keeping ``raw``), track requests
 in flight per direction, inspect (registry), decide (enforcement on
 client->agent, hold and dedup on agent->client) and emit actions in order.
+
+The engine is composed of parts, each owning its state: the
+:class:`~acp_proxy.core.engine.ledger.Ledger` (outcomes, the
+:class:`~acp_proxy.core.engine.counters.Counters`, and the
+:class:`~acp_proxy.core.engine.inflight.InFlight` requests), the
+:class:`~acp_proxy.core.engine.client.ClientDirection` (enforcement) and the
+:class:`~acp_proxy.core.engine.agent.AgentDirection` (hold, registry, dedup),
+sharing the session state (registry, hold buffer, dedup) they are given.
+:class:`ProxyCore` takes frames in, classifies them, forwards the ones no rule
+needs to inspect on the fast path and hands the rest to a direction.
 
 Accounting: every message accepted (a frame, or one element of a batch) ends
 as exactly one of *forwarded*, *answered* by the proxy, *dropped* with an
@@ -17,16 +27,25 @@ from typing import Any
 
 import attrs
 
+from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Peer, Report, Send
-from acp_proxy.core.engine.agent_side import AgentSide
-from acp_proxy.core.engine.base import _AGENT, _BATCH, _CLIENT, _INVALID, _NOTIFICATION, _REQUEST
-from acp_proxy.core.engine.client_side import ClientSide
+from acp_proxy.core.engine.agent import AgentDirection
+from acp_proxy.core.engine.client import ClientDirection
+from acp_proxy.core.engine.counters import CoreStatistics, Counters
+from acp_proxy.core.engine.inflight import InFlight
+from acp_proxy.core.engine.ledger import Ledger
+from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.session.dedup import StateDedup
+from acp_proxy.core.session.hold import HoldBuffer
+from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.wire.framing import Lines
 from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_decision_key
 from acp_proxy.core.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    PARSE_ERROR,
+    Kind,
     Message,
     canonical,
     error_frame,
@@ -36,8 +55,16 @@ from acp_proxy.core.wire.runs import Envelope, envelope_run, plain_run, update_k
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
-# sessionUpdate -> when it needs more than forwarding (AgentSide._unknown_session,
-# _deliver): always (None), or when the update holds this key (a list whose items
+# Enum members as module globals (``Kind.X`` / ``Peer.X`` are slow attribute lookups).
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+_REQUEST = Kind.REQUEST
+_NOTIFICATION = Kind.NOTIFICATION
+_BATCH = Kind.BATCH
+_INVALID = Kind.INVALID
+
+# sessionUpdate -> when it needs more than forwarding (AgentDirection.unknown_session,
+# deliver): always (None), or when the update holds this key (a list whose items
 # may reference a session). Absent: never.
 _INSPECTED_UPDATES: dict[str, str | None] = {
     "session_message": None,
@@ -53,48 +80,7 @@ _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
 _PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
 
 
-@attrs.frozen
-class CoreStatistics:
-    """Counters of one :class:`ProxyCore` (all message counts include batch elements).
-
-    Attributes:
-        accepted: messages taken in from either peer.
-        forwarded: messages delivered to the other peer (rewrites included).
-        answered: messages the proxy answered itself instead of forwarding.
-        dropped: messages dropped with an audit record.
-        held: messages currently in the hold buffer.
-        held_bytes: bytes currently in the hold buffer.
-        rejected_mutations: client mutations on children refused.
-        duplicates_removed: state reports dropped or rewritten as duplicates.
-        invalid: frames that were not valid JSON-RPC (either side).
-        non_json_agent_lines: agent stdout lines that were not JSON.
-        malformed_errors: error responses without an integer code / string message.
-        oversize: messages skipped for exceeding ``max_message_bytes``.
-        pending_client_requests: client requests in flight toward the agent.
-        pending_agent_requests: agent requests in flight toward the client.
-        children: child sessions in the registry.
-        protocol_version: negotiated by ``initialize``, or ``None``.
-    """
-
-    accepted: int
-    forwarded: int
-    answered: int
-    dropped: int
-    held: int
-    held_bytes: int
-    rejected_mutations: int
-    duplicates_removed: int
-    invalid: int
-    non_json_agent_lines: int
-    malformed_errors: int
-    oversize: int
-    pending_client_requests: int
-    pending_agent_requests: int
-    children: int
-    protocol_version: int | None
-
-
-class ProxyCore(ClientSide, AgentSide):
+class ProxyCore:
     """The sans-IO proxy engine for one client-agent connection.
 
     Args:
@@ -103,10 +89,59 @@ class ProxyCore(ClientSide, AgentSide):
     Every public method returns a list of actions for the shell to carry out
     in order; none of them raises on anything a peer sends. The hot path
     (agent notifications forwarded unchanged) is here; client-side
-    enforcement is in :mod:`~acp_proxy.core.engine.client_side`, hold, registry and
-    dedup in :mod:`~acp_proxy.core.engine.agent_side`, shared state in
-    :mod:`~acp_proxy.core.engine.base`.
+    enforcement is in :mod:`~acp_proxy.core.engine.client`, hold, registry and
+    dedup in :mod:`~acp_proxy.core.engine.agent`.
+
+    Attributes:
+        config: the effective configuration.
+        registry: the subagent registry.
+        hold: the hold buffer.
+        dedup: the duplicate state report filter.
+        ledger: outcomes, counters and requests in flight.
+        negotiated: what ``initialize`` negotiated.
+        client: the client direction.
+        agent: the agent direction.
     """
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config = config or Config()
+        limits = config.limits
+        self.registry = Registry(
+            limits.max_children,
+            max_sessions=limits.max_sessions,
+            max_child_bytes=limits.max_child_bytes,
+            max_registry_bytes=limits.max_registry_bytes,
+        )
+        self._known = self.registry.known  # the same set, one attribute lookup less
+        self._dense_bytes = limits.dense_message_bytes
+        self._min_value_bytes = limits.min_bytes_per_value
+        self._max_sid = limits.max_session_id_bytes
+        self.hold = HoldBuffer(config.hold, self._reparse)
+        self.dedup = StateDedup(limits.max_dedup_bytes)
+        self.n = Counters()
+        self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
+        self.ledger = Ledger(self.n, self.inflight, config.audit.include_content)
+        self.negotiated = Negotiated()
+        self.agent = AgentDirection(
+            config, self.registry, self.hold, self.dedup, self.ledger, self.negotiated
+        )
+        self.client = ClientDirection(
+            config, self.registry, self.hold, self.dedup, self.ledger, self.negotiated, self.agent
+        )
+
+    @property
+    def protocol_version(self) -> int | None:
+        """The protocol version ``initialize`` negotiated, or ``None``."""
+        return self.negotiated.protocol_version
+
+    @property
+    def client_subagents(self) -> bool:
+        """Protocol v1: whether the client advertised ``clientCapabilities.subagents``."""
+        return self.negotiated.client_subagents
+
+    def _reparse(self, raw: bytes) -> Message:
+        """:func:`~acp_proxy.core.wire.jsonrpc.parse` with this connection's limits."""
+        return parse(raw, self._dense_bytes, self._min_value_bytes)
 
     # ----------------------------------------------------------------- API
 
@@ -170,7 +205,7 @@ class ProxyCore(ClientSide, AgentSide):
     # limit from the caller's depth: equal depths give a frame nested near that
     # limit the same verdict whichever path (and read boundaries) it comes
     # through. Held messages are parsed again on release, deeper; only messages
-    # nested at most agent_side.MAX_HELD_NESTING deep are held, far from the limit.
+    # nested at most agent.MAX_HELD_NESTING deep are held, far from the limit.
 
     def _frame(self, source: Peer, raw: bytes, now: float) -> list[Action]:
         return self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
@@ -251,22 +286,23 @@ class ProxyCore(ClientSide, AgentSide):
         one audit record covers the batch.
         """
         reason = "ACP does not use JSON-RPC batches"
-        n = self._n
+        n = self.n
+        ledger = self.ledger
         if source is _CLIENT:
-            n["accepted"] += 1
-            self._audit(out, "invalid_message", source, id=None, reason=reason)
-            self._answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
+            n.accepted += 1
+            ledger.audit(out, "invalid_message", source, id=None, reason=reason)
+            ledger.answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
             return
         items = m.items  # () for a batch over limits.dense_message_bytes: not read
         count = max(1, len(items))
-        n["accepted"] += count
+        n.accepted += count
         answered = 0
         for item in items:
             if item.kind is _REQUEST and item.id is not None:
                 answered += 1
-                self._answer(out, _AGENT, item.id, INVALID_REQUEST, f"acp-proxy: {reason}")
-        n["dropped"] += count - answered
-        self._audit(
+                ledger.answer(out, _AGENT, item.id, INVALID_REQUEST, f"acp-proxy: {reason}")
+        n.dropped += count - answered
+        ledger.audit(
             out,
             "batch_refused",
             source,
@@ -348,9 +384,9 @@ class ProxyCore(ClientSide, AgentSide):
 
     def _forward_fast(self, data: bytes, count: int = 1) -> list[Action]:
         """Forwards ``count`` agent messages (joined by newlines in ``data``) unchanged."""
-        n = self._n
-        n["accepted"] += count
-        n["forwarded"] += count
+        n = self.n
+        n.accepted += count
+        n.forwarded += count
         return [Send(_CLIENT, data)]
 
     def oversize(self, source: Peer, size_bytes: int, complete: bool, now: float) -> list[Action]:
@@ -360,26 +396,26 @@ class ProxyCore(ClientSide, AgentSide):
         its id was never read); an agent's is dropped. Both are audited.
         """
         out: list[Action] = []
-        self._n["accepted"] += 1
-        self._n["oversize"] += 1
+        self.n.accepted += 1
+        self.n.oversize += 1
         limit = self.config.limits.max_message_bytes
         reason = f"message of {size_bytes} bytes exceeds limits.max_message_bytes ({limit})"
-        self._audit(out, "oversize_message", source, reason=reason)
+        self.ledger.audit(out, "oversize_message", source, reason=reason)
         out.append(Report("warning", f"{source.value} sent an oversize message: {reason}"))
         if source is _CLIENT and complete:
-            self._answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
+            self.ledger.answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
         else:
-            self._n["dropped"] += 1
+            self.n.dropped += 1
         return out
 
     def partial(self, source: Peer, size_bytes: int, now: float) -> list[Action]:
         """Reports a half-written last line at end of stream (never forwarded)."""
         out: list[Action] = []
-        self._n["accepted"] += 1
-        self._n["dropped"] += 1
-        self._n["invalid"] += 1
+        self.n.accepted += 1
+        self.n.dropped += 1
+        self.n.invalid += 1
         reason = f"half-written last line at end of stream ({size_bytes} bytes)"
-        self._audit(out, "invalid_message", source, reason=reason)
+        self.ledger.audit(out, "invalid_message", source, reason=reason)
         out.append(Report("warning", f"{source.value}: {reason}, not forwarded"))
         return out
 
@@ -397,17 +433,17 @@ class ProxyCore(ClientSide, AgentSide):
             detail: e.g. ``"agent exited with status 1"``; goes in error messages.
         """
         out: list[Action] = []
-        if self._closed[peer] is not None:
+        gone = self.inflight.gone
+        if gone[peer] is not None:
             return out
         text = detail or f"{peer.value} closed the connection"
-        self._closed[peer] = text
-        self._audit(out, "peer_closed", peer, reason=text)
+        gone[peer] = text
+        self.ledger.audit(out, "peer_closed", peer, reason=text)
         if peer is _AGENT:
             for ev in self.hold.evict_all("agent_exited"):
-                self._expire(ev, now, out)
+                self.agent.expire(ev, now, out)
         waiting = peer.other
-        pending = self._pending[waiting]
-        for rid, (method, sid, _cost) in list(pending.items()):
+        for rid, (method, sid, _cost) in self.inflight.take_all(waiting):
             out.append(
                 Send(
                     waiting,
@@ -419,17 +455,15 @@ class ProxyCore(ClientSide, AgentSide):
                     ),
                 )
             )
-        pending.clear()
-        self._pending_bytes[waiting] = 0
         return out
 
     def pending_ids(self, requester: Peer) -> Collection[Any]:
         """The ids of ``requester``'s requests still in flight (a read-only view)."""
-        return self._pending[requester].keys()
+        return self.inflight.ids(requester)
 
     def pending_requests(self, requester: Peer) -> int:
         """Requests sent by ``requester`` still waiting for an answer."""
-        return len(self._pending[requester])
+        return self.inflight.count(requester)
 
     def get_timer(self) -> float | None:
         """When :meth:`handle_timer` must next be called (seconds), or ``None``."""
@@ -439,20 +473,19 @@ class ProxyCore(ClientSide, AgentSide):
         """Expires held sessions whose ``hold.timeout_seconds`` has passed."""
         out: list[Action] = []
         for ev in self.hold.expire(now):
-            self._expire(ev, now, out)
+            self.agent.expire(ev, now, out)
         return out
 
     def statistics(self) -> CoreStatistics:
         """A snapshot of the counters (see :class:`CoreStatistics`)."""
-        n = self._n
         return CoreStatistics(
             held=self.hold.total_messages,
             held_bytes=self.hold.total_bytes,
-            pending_client_requests=len(self._pending[_CLIENT]),
-            pending_agent_requests=len(self._pending[_AGENT]),
+            pending_client_requests=self.inflight.count(_CLIENT),
+            pending_agent_requests=self.inflight.count(_AGENT),
             children=len(self.registry.children),
-            protocol_version=self.protocol_version,
-            **n,
+            protocol_version=self.negotiated.protocol_version,
+            **attrs.asdict(self.n),
         )
 
     # ------------------------------------------------------------ dispatch
@@ -468,7 +501,7 @@ class ProxyCore(ClientSide, AgentSide):
         upd = params.get("update")
         ids: list[Any] = [named]
         if type(upd) is dict:
-            # every reference the hold buffer may key on (AgentSide._unknown_session)
+            # every reference the hold buffer may key on (AgentDirection.unknown_session)
             ids += (upd.get(k) for k in _ID_KEYS)
             for key in _REF_KEYS:
                 items = upd.get(key)
@@ -494,18 +527,21 @@ class ProxyCore(ClientSide, AgentSide):
             else "params.sessionId must be a string"
         )
         if source is _AGENT:
-            self._refuse(m, out, reason)
+            self.agent.refuse(m, out, reason)
             return
         if m.kind is _REQUEST:
-            self._audit(out, "invalid_message", source, id=m.id, method=m.method, reason=reason)
-            self._answer(out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {reason}")
+            self.ledger.audit(
+                out, "invalid_message", source, id=m.id, method=m.method, reason=reason
+            )
+            self.ledger.answer(out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {reason}")
         else:
-            self._drop(out, m, source, "invalid_message", reason)
+            self.ledger.drop(out, m, source, "invalid_message", reason)
 
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
-        n = self._n
-        n["accepted"] += 1
-        open_before = self._unsettled()
+        self.n.accepted += 1
+        ledger = self.ledger
+        held = self.hold
+        open_before = ledger.unsettled(held.total_messages)
         try:
             if m.kind is _INVALID:
                 self._invalid(source, m, out)
@@ -514,22 +550,59 @@ class ProxyCore(ClientSide, AgentSide):
             elif m.ambiguous:
                 self._ambiguous(source, m, out)
             elif source is _CLIENT:
-                self._from_client(m, now, out)
+                self.client.handle(m, now, out)
             else:
-                self._from_agent(m, now, out)
+                self.agent.handle(m, now, out)
         except RecursionError:
             # Defense in depth: every step is meant to cope with any nesting the
             # decoder accepted; if one does not, the message is refused, not the proxy.
-            if self._unsettled() < open_before:
+            if ledger.unsettled(held.total_messages) < open_before:
                 return  # it was already forwarded, answered, dropped or held
             reason = "nested too deeply to inspect"
             if source is _AGENT:
-                self._refuse(m, out, reason)  # answers an agent request in flight
+                self.agent.refuse(m, out, reason)  # answers an agent request in flight
                 return
             out.append(Report("warning", f"client sent a message {reason}, refused"))
             if m.kind is _REQUEST:
-                self._untrack(_CLIENT, m.id)  # it never reaches the agent
-                self._audit(out, "invalid_message", source, id=m.id, reason=reason)
-                self._answer(out, _CLIENT, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
+                self.inflight.pop(_CLIENT, m.id)  # it never reaches the agent
+                ledger.audit(out, "invalid_message", source, id=m.id, reason=reason)
+                ledger.answer(out, _CLIENT, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
             else:
-                self._drop(out, m, source, "invalid_message", reason)
+                ledger.drop(out, m, source, "invalid_message", reason)
+
+    def _invalid(self, source: Peer, m: Message, out: list[Action]) -> None:
+        """A frame that is not valid JSON-RPC: a client's is answered, an agent's dropped."""
+        self.n.invalid += 1
+        ledger = self.ledger
+        reason = m.reason or "invalid"
+        if source is _CLIENT:
+            code = PARSE_ERROR if m.parse_error else INVALID_REQUEST
+            rid = None if m.parse_error else m.id
+            ledger.audit(out, "invalid_message", source, id=rid, reason=reason)
+            ledger.answer(out, _CLIENT, rid, code, f"acp-proxy: {reason}")
+            return
+        if m.parse_error:
+            self.n.non_json_agent_lines += 1
+            preview = m.raw[:200].decode("utf-8", "replace")
+            out.append(Report("warning", f"agent stdout line is not JSON, dropped: {preview!r}"))
+        else:
+            out.append(Report("warning", f"agent sent invalid JSON-RPC, dropped: {reason}"))
+        ledger.drop(out, m, source, "invalid_message", reason)
+
+    def _ambiguous(self, source: Peer, m: Message, out: list[Action]) -> None:
+        """A message parsers would read differently: a request is answered, the rest dropped."""
+        reason = m.reason or (
+            "duplicate keys in decision fields (method, id, params, sessionId, update)"
+        )
+        body = m.body if isinstance(m.body, dict) else {}
+        dups: set[str] = getattr(body, "dups", set())
+        ledger = self.ledger
+        if m.kind is _REQUEST:
+            rid = None if "id" in dups else m.id
+            ledger.audit(out, "invalid_message", source, id=rid, method=m.method, reason=reason)
+            ledger.answer(
+                out, source, rid, INVALID_REQUEST, f"acp-proxy: ambiguous message: {reason}"
+            )
+        else:
+            event = "notification_dropped" if m.kind is _NOTIFICATION else "invalid_message"
+            ledger.drop(out, m, source, event, reason)

@@ -26,7 +26,7 @@ from support.corekit import (
 )
 
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.engine.agent_side import MAX_HELD_NESTING
+from acp_proxy.core.engine.agent import MAX_HELD_NESTING
 from acp_proxy.core.wire.framing import Lines
 
 
@@ -180,8 +180,8 @@ def test_a_recursion_error_inside_the_engine_refuses_the_message(monkeypatch: An
     def too_deep(*args: Any) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(core, "_from_client", too_deep)
-    monkeypatch.setattr(core, "_from_agent", too_deep)
+    monkeypatch.setattr(core.client, "handle", too_deep)
+    monkeypatch.setattr(core.agent, "handle", too_deep)
     out = core.receive(CLIENT, req(7, "session/prompt", {"sessionId": "S", "prompt": []}), 0.0)
     [answer] = sends(out, CLIENT)
     assert decoded(answer)["id"] == 7
@@ -293,10 +293,10 @@ def test_a_recursion_error_after_tracking_answers_and_forgets_the_request(
     open_session(core, "S")
 
     def fail_after_tracking(m: Any, now: float, out: list[Any]) -> None:
-        core._track(AGENT, m, out)
+        core.ledger.track(AGENT, m, out)
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(core, "_from_agent", fail_after_tracking)
+    monkeypatch.setattr(core.agent, "handle", fail_after_tracking)
     out = core.receive(AGENT, req(8, "fs/read_text_file", {"sessionId": "S"}), 0.0)
     [answer] = sends(out, AGENT)
     assert decoded(answer)["id"] == 8
@@ -304,10 +304,10 @@ def test_a_recursion_error_after_tracking_answers_and_forgets_the_request(
     assert core.pending_requests(AGENT) == 0
 
     def client_fails_after_tracking(m: Any, now: float, out: list[Any]) -> None:
-        core._track(CLIENT, m, out)
+        core.ledger.track(CLIENT, m, out)
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(core, "_from_client", client_fails_after_tracking)
+    monkeypatch.setattr(core.client, "handle", client_fails_after_tracking)
     out = core.receive(CLIENT, req(9, "session/prompt", {"sessionId": "S", "prompt": []}), 0.0)
     [answer] = sends(out, CLIENT)
     assert decoded(answer)["id"] == 9

@@ -1,6 +1,6 @@
-"""Agent -> client: hold buffer, subagent registry and duplicate state reports.
+"""The agent direction: hold buffer, subagent registry and duplicate state reports.
 
-DESIGN.md section 2. Agent traffic for a session the client cannot know yet is
+docs/design.md section 2. Agent traffic for a session the client cannot know yet is
 held and released, in order, right after the message that makes it known;
 ``subagent_update`` patches the registry; repeated state reports are removed.
 """
@@ -10,19 +10,31 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from acp_proxy.core.actions import Action, Report
-from acp_proxy.core.engine.base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
-from acp_proxy.core.session.hold import Evicted
+from acp_proxy.config import Config
+from acp_proxy.core.actions import Action, Peer, Report
+from acp_proxy.core.engine.counters import Counters
+from acp_proxy.core.engine.ledger import Ledger
+from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.session.dedup import StateDedup
+from acp_proxy.core.session.hold import Evicted, HoldBuffer
 from acp_proxy.core.session.patch import UNSET
-from acp_proxy.core.session.registry import MAX_DEPTH, UpdateOutcome
+from acp_proxy.core.session.registry import MAX_DEPTH, Registry, UpdateOutcome
 from acp_proxy.core.session.schema import PATCH_FIELDS, view_subagent_update
 from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import nested_deeper_than
-from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Message
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
 from acp_proxy.core.wire.views import VIEW_KEY
 
-__all__ = ["MAX_HELD_NESTING", "AgentSide"]
+__all__ = ["MAX_HELD_NESTING", "AgentDirection"]
+
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+_REQUEST = Kind.REQUEST
+_NOTIFICATION = Kind.NOTIFICATION
+_RESPONSE = Kind.RESPONSE
+_CREATES_SESSION = frozenset({"session/new", "session/fork"})
+_OPENS_SESSION = frozenset({"session/load", "session/resume"})
 
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
 
@@ -42,31 +54,111 @@ _SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
 MAX_HELD_NESTING = 200
 
 
-class AgentSide(EngineBase):
-    """What :class:`~acp_proxy.core.engine.ProxyCore` does with agent messages."""
+class AgentDirection:
+    """What :class:`~acp_proxy.core.engine.ProxyCore` does with agent messages.
 
-    def _from_agent(self, m: Message, now: float, out: list[Action]) -> None:
+    Args:
+        config: the effective configuration.
+        registry: the connection's subagent registry (patched here).
+        hold: the connection's hold buffer.
+        dedup: the connection's duplicate state report filter.
+        ledger: outcomes, counters and requests in flight.
+        negotiated: what ``initialize`` negotiated.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        registry: Registry,
+        hold: HoldBuffer,
+        dedup: StateDedup,
+        ledger: Ledger,
+        negotiated: Negotiated,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.hold = hold
+        self.dedup = dedup
+        self.ledger = ledger
+        self.inflight = ledger.inflight
+        self.n: Counters = ledger.n
+        self.negotiated = negotiated
+        self._dedup_on = config.dedup.state_reports
+        # counting a snapshot's memory stops past this (it would not be remembered)
+        self._dedup_cap = config.limits.max_dedup_bytes
+        self._max_sid = config.limits.max_session_id_bytes
+
+    def handle(self, m: Message, now: float, out: list[Action]) -> None:
+        """One classified agent message (request, notification or response)."""
         if m.kind is _REQUEST:
-            if not self._track(_AGENT, m, out):
+            if not self.ledger.track(_AGENT, m, out):
                 return
-            if self._closed[_CLIENT] is not None:
-                self._untrack(_AGENT, m.id)
-                self._answer(
-                    out, _AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self._closed[_CLIENT]}"
+            if self.inflight.gone[_CLIENT] is not None:
+                self.inflight.pop(_AGENT, m.id)
+                self.ledger.answer(
+                    out, _AGENT, m.id, INTERNAL_ERROR, f"acp-proxy: {self.inflight.gone[_CLIENT]}"
                 )
                 return
         elif m.kind is not _NOTIFICATION:
-            self._response(_AGENT, m, now, out)
+            self._response(m, now, out)
             return
         # Fast path: a message for a session the client knows, releasing nothing.
-        if self._unknown_session(m) is None:
-            released = self._deliver(m, now, out)
+        if self.unknown_session(m) is None:
+            released = self.deliver(m, now, out)
             if released:
-                self._route_all(released, now, out)
+                self.route_all(released, now, out)
             return
-        self._route_all([m], now, out)
+        self.route_all([m], now, out)
 
-    def _unknown_session(self, m: Message) -> str | None:
+    def _response(self, m: Message, now: float, out: list[Action]) -> None:
+        """An agent response to a client request: forwarded, then what it settles
+        (a session created or opened, closed, the negotiated version)."""
+        entry = self.ledger.settle(_AGENT, m, out)
+        if entry is None:
+            return
+        method = entry[0]
+        if method in _OPENS_SESSION and type(entry[1]) is str:
+            self._opened(entry[1], m.kind is _RESPONSE)
+            return
+        if m.kind is not _RESPONSE:
+            return
+        result = m.body.get("result")
+        if method == "session/close" and type(entry[1]) is str:
+            self._closed_session(entry[1], out)
+        elif method in _CREATES_SESSION and isinstance(result, dict):
+            sid = result.get("sessionId")
+            if type(sid) is str and len(sid) > self._max_sid:
+                pass  # never known: its traffic is held and expires
+            elif type(sid) is str and self.registry.mark_known(sid):
+                self.release(sid, now, out, f"{method} response")
+        elif method == "initialize" and isinstance(result, dict):
+            pv = result.get("protocolVersion")
+            if type(pv) is int:
+                self.negotiated.protocol_version = pv
+
+    def _opened(self, sid: str, ok: bool) -> None:
+        """The agent answered a load / resume of ``sid``: a new dedup epoch; an
+        error answer forgets an id the request made known."""
+        reg = self.registry
+        self.dedup.reset_session(sid, reg.descendants(sid))
+        reg.end_open(sid, ok)
+
+    def _closed_session(self, sid: str, out: list[Action]) -> None:
+        """``sid`` was closed: its descendants leave the registry (mutations on them
+        are refused from then on)."""
+        gone = self.registry.retire_descendants(sid)
+        if gone:
+            self.dedup.reset_session(sid, gone)
+            self.ledger.audit(
+                out,
+                "children_retired",
+                _AGENT,
+                sessionId=sid,
+                count=len(gone),
+                reason="parent session closed; mutations naming them are refused",
+            )
+
+    def unknown_session(self, m: Message) -> str | None:
         """The first session id in ``m`` the client cannot know yet, else ``None``.
 
         References (PROTOCOL.md section 4): ``params.sessionId``; in a
@@ -102,7 +194,7 @@ class AgentSide(EngineBase):
                                 return v
         return None
 
-    def _route_all(self, msgs: list[Message], now: float, out: list[Action]) -> None:
+    def route_all(self, msgs: list[Message], now: float, out: list[Action]) -> None:
         """Delivers or holds ``msgs`` in order; messages released by one are
         delivered right after it (depth first, without recursion)."""
         stack: list[Iterator[Message]] = [iter(msgs)]
@@ -111,27 +203,27 @@ class AgentSide(EngineBase):
             if m is None:
                 stack.pop()
                 continue
-            open_before = self._unsettled()
+            open_before = self.ledger.unsettled(self.hold.total_messages)
             try:
-                sid = self._unknown_session(m)
+                sid = self.unknown_session(m)
                 if sid is not None:
                     self._hold(sid, m, now, out, stack)
                     continue
-                released = self._deliver(m, now, out)
+                released = self.deliver(m, now, out)
             except RecursionError:
                 # Defense in depth, per message: the ones it released or that
                 # follow it are still delivered.
-                if self._unsettled() >= open_before:
-                    self._refuse(m, out, "nested too deeply to inspect")
+                if self.ledger.unsettled(self.hold.total_messages) >= open_before:
+                    self.refuse(m, out, "nested too deeply to inspect")
                 continue
             if released:
                 stack.append(iter(released))
 
-    def _refuse(self, m: Message, out: list[Action], reason: str) -> None:
+    def refuse(self, m: Message, out: list[Action], reason: str) -> None:
         """Refuses one agent message: a request is answered (and audited), the rest dropped."""
         out.append(Report("warning", f"agent sent a message {reason}, refused"))
         if not self._drop_request(m, out, m.session_id, reason, f"acp-proxy: {reason}"):
-            self._drop(out, m, _AGENT, "invalid_message", reason)
+            self.ledger.drop(out, m, _AGENT, "invalid_message", reason)
 
     def _drop_request(
         self,
@@ -147,27 +239,27 @@ class AgentSide(EngineBase):
         Returns:
             False when ``m`` is not such a request (nothing done).
         """
-        if m.kind is not _REQUEST or self._untrack(_AGENT, m.id) is None:
+        if m.kind is not _REQUEST or self.inflight.pop(_AGENT, m.id) is None:
             return False
-        self._audit(
+        self.ledger.audit(
             out, "request_dropped", _AGENT, sessionId=sid, method=m.method, id=m.id, reason=reason
         )
-        if self._closed[_AGENT] is None:
-            self._answer(out, _AGENT, m.id, INVALID_REQUEST, message, data)
+        if self.inflight.gone[_AGENT] is None:
+            self.ledger.answer(out, _AGENT, m.id, INVALID_REQUEST, message, data)
         else:
-            self._n["dropped"] += 1
+            self.n.dropped += 1
         return True
 
     def _hold(
         self, sid: str, m: Message, now: float, out: list[Action], stack: list[Iterator[Message]]
     ) -> None:
         if nested_deeper_than(m.body, MAX_HELD_NESTING):
-            self._refuse(m, out, f"nested deeper than {MAX_HELD_NESTING} levels, too deep to hold")
+            self.refuse(m, out, f"nested deeper than {MAX_HELD_NESTING} levels, too deep to hold")
             return
         first = sid not in self.hold
         evicted = self.hold.hold(sid, m, now)
         if first and sid in self.hold:
-            self._audit(
+            self.ledger.audit(
                 out,
                 "held",
                 _AGENT,
@@ -177,15 +269,15 @@ class AgentSide(EngineBase):
                 reason="session not yet known to the client",
             )
         for ev in evicted:
-            self._expire(ev, now, out, stack)
+            self.expire(ev, now, out, stack)
 
-    def _release(self, sid: str, now: float, out: list[Action], why: str) -> None:
+    def release(self, sid: str, now: float, out: list[Action], why: str) -> None:
         msgs = self.hold.take(sid)
         if msgs:
-            self._audit(out, "released", _AGENT, sessionId=sid, count=len(msgs), reason=why)
-            self._route_all(msgs, now, out)
+            self.ledger.audit(out, "released", _AGENT, sessionId=sid, count=len(msgs), reason=why)
+            self.route_all(msgs, now, out)
 
-    def _expire(
+    def expire(
         self,
         ev: Evicted,
         now: float,
@@ -194,10 +286,10 @@ class AgentSide(EngineBase):
     ) -> None:
         policy = self.config.hold.on_expire
         why = f"{ev.reason}; {policy}"
-        if ev.reason == "agent_exited" and self._closed[_CLIENT] is not None:
+        if ev.reason == "agent_exited" and self.inflight.gone[_CLIENT] is not None:
             policy = "drop"
             why = f"{ev.reason}; drop (the client is gone too)"
-        self._audit(
+        self.ledger.audit(
             out,
             "hold_expired",
             _AGENT,
@@ -218,7 +310,7 @@ class AgentSide(EngineBase):
             if stack is not None:
                 stack.append(iter(ev.messages + later))
             else:
-                self._route_all(ev.messages + later, now, out)
+                self.route_all(ev.messages + later, now, out)
             return
         for m in ev.messages:
             if not self._drop_request(
@@ -231,16 +323,16 @@ class AgentSide(EngineBase):
                 {"sessionId": ev.session_id, "reason": ev.reason},
             ):  # a notification, or a request already answered when the client left
                 event = "request_dropped" if m.kind is _REQUEST else "notification_dropped"
-                self._drop(out, m, _AGENT, event, f"held: {ev.reason}")
+                self.ledger.drop(out, m, _AGENT, event, f"held: {ev.reason}")
 
-    def _deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
+    def deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
         """Forwards one agent message the client can know about; returns what it releases."""
         if m.method == "session/update":
             p = m.params
             upd = p.get("update") if p is not None else None
             if type(upd) is dict:
                 su = upd.get("sessionUpdate")
-                if su in _SUBAGENT_UPDATES and self.protocol_version == 1:
+                if su in _SUBAGENT_UPDATES and self.negotiated.protocol_version == 1:
                     self._v1_opt_in(m, su, out)
                 if su == "subagent_update":
                     return self._subagent_update(m, upd, now, out)
@@ -255,8 +347,8 @@ class AgentSide(EngineBase):
                         channel = ("self", sid)
                         snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
                         if self.dedup.is_duplicate(channel, snapshot):
-                            self._n["duplicates_removed"] += 1
-                            self._drop(
+                            self.n.duplicates_removed += 1
+                            self.ledger.drop(
                                 out,
                                 m,
                                 _AGENT,
@@ -267,15 +359,15 @@ class AgentSide(EngineBase):
                         self.dedup.delivered(
                             channel, snapshot, footprint(snapshot, self._dedup_cap)
                         )
-        self._forward(out, _CLIENT, m.raw)
+        self.ledger.forward(out, _CLIENT, m.raw)
         return []
 
     def _v1_opt_in(self, m: Message, su: str, out: list[Action]) -> None:
         """Audits a subagent update sent to a v1 client that did not opt in
         (forwarded all the same; the registry still tracks it)."""
-        if self.client_subagents:
+        if self.negotiated.client_subagents:
             return
-        self._audit(
+        self.ledger.audit(
             out,
             "protocol_violation",
             _AGENT,
@@ -292,7 +384,7 @@ class AgentSide(EngineBase):
         parent = p.get("sessionId")
         view = view_subagent_update(upd)
         if view is None or type(parent) is not str:
-            self._audit(
+            self.ledger.audit(
                 out,
                 "invalid_subagent_update",
                 _AGENT,
@@ -300,7 +392,7 @@ class AgentSide(EngineBase):
                 method=m.method,
                 reason="subagent_update without a string sessionId",
             )
-            self._forward(out, _CLIENT, m.raw)
+            self.ledger.forward(out, _CLIENT, m.raw)
             return []
         cid = view.session_id
         reg = self.registry
@@ -325,7 +417,7 @@ class AgentSide(EngineBase):
             return self._duplicate_mirror(m, upd, parent, existing.parent_id, now, out)
         outcome = reg.apply(parent, view, now)
         if reg.truncated_last:
-            self._audit(
+            self.ledger.audit(
                 out,
                 "registry_limit",
                 _AGENT,
@@ -338,7 +430,7 @@ class AgentSide(EngineBase):
             reg.deny(cid)  # fail closed: mutations naming it are refused
         if outcome is UpdateOutcome.REFUSED:
             limits = self.config.limits
-            self._drop(
+            self.ledger.drop(
                 out,
                 m,
                 _AGENT,
@@ -349,7 +441,7 @@ class AgentSide(EngineBase):
             )
             return []
         if outcome is UpdateOutcome.INVALID:
-            self._audit(
+            self.ledger.audit(
                 out,
                 "invalid_subagent_update",
                 _AGENT,
@@ -357,21 +449,21 @@ class AgentSide(EngineBase):
                 parentSessionId=parent,
                 reason="names the parent itself or an ancestor; mutations naming it are refused",
             )
-            self._forward(out, _CLIENT, m.raw)
+            self.ledger.forward(out, _CLIENT, m.raw)
             return []
         if self._dedup_on and view.state is not UNSET:
             self.dedup.delivered(("mirror", cid), mirror, footprint(mirror, self._dedup_cap))
         child = reg.child(cid)
         assert child is not None
-        self._forward(out, _CLIENT, m.raw)
+        self.ledger.forward(out, _CLIENT, m.raw)
         if outcome is UpdateOutcome.UPDATED or outcome is UpdateOutcome.UNCHANGED:
-            self._audit(
+            self.ledger.audit(
                 out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id
             )
             self._audit_restored(cid, child.parent_id, out)
             return []
         if outcome is UpdateOutcome.CONFLICT:
-            self._audit(
+            self.ledger.audit(
                 out,
                 "registry_conflict",
                 _AGENT,
@@ -380,16 +472,18 @@ class AgentSide(EngineBase):
                 reason="announced as a child, but known as an ordinary or provisional "
                 "session; enforced as a child",
             )
-        self._audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
+        self.ledger.audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
         msgs = self.hold.take(cid)
         if msgs:
-            self._audit(out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced")
+            self.ledger.audit(
+                out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced"
+            )
         return msgs
 
     def _audit_restored(self, cid: str, parent_id: str, out: list[Action]) -> None:
         """Audits the end of a child's revocation, if the last registry update ended one."""
         if self.registry.restored_last:
-            self._audit(
+            self.ledger.audit(
                 out,
                 "grants_restored",
                 _AGENT,
@@ -430,15 +524,17 @@ class AgentSide(EngineBase):
         reg.apply(parent, view, now)
         self._audit_restored(cid, parent_id, out)
         if only_state:
-            self._n["duplicates_removed"] += 1
-            self._drop(out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror")
+            self.n.duplicates_removed += 1
+            self.ledger.drop(
+                out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror"
+            )
             return []
         data = without_member(m.raw, ("params", "update", "state"))
         if data is None:
             data = m.raw
         else:
-            self._n["duplicates_removed"] += 1
-            self._audit(
+            self.n.duplicates_removed += 1
+            self.ledger.audit(
                 out,
                 "duplicate_dropped",
                 _AGENT,
@@ -447,6 +543,6 @@ class AgentSide(EngineBase):
                 method=m.method,
                 reason="state field removed: repeats the child's last state mirror",
             )
-        self._audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=parent_id)
-        self._forward(out, _CLIENT, data)
+        self.ledger.audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=parent_id)
+        self.ledger.forward(out, _CLIENT, data)
         return []

@@ -1,4 +1,4 @@
-"""Client -> agent: enforcement on child sessions (PROTOCOL.md section 4).
+"""The client direction: enforcement on child sessions (docs/protocol.md section 4).
 
 A client request or notification naming a child session is refused here and
 never reaches the agent unless it is a read or a mutation the child's
@@ -10,20 +10,66 @@ session's descendants lose their grants until re-announced.
 
 from __future__ import annotations
 
-from acp_proxy.core.actions import Action
-from acp_proxy.core.engine.base import _AGENT, _CLIENT, _NOTIFICATION, _REQUEST, EngineBase
+from acp_proxy.config import Config
+from acp_proxy.core.actions import Action, Peer
+from acp_proxy.core.engine.agent import AgentDirection
+from acp_proxy.core.engine.counters import Counters
+from acp_proxy.core.engine.ledger import Ledger
+from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.session.dedup import StateDedup
+from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.policy import Rejection, check_mutation
-from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, Message
+from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, Kind, Message
 
-__all__ = ["ClientSide"]
+__all__ = ["ClientDirection"]
+
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+_REQUEST = Kind.REQUEST
+_NOTIFICATION = Kind.NOTIFICATION
 
 _OPENS_SESSION = frozenset({"session/load", "session/resume"})
 
 
-class ClientSide(EngineBase):
-    """What :class:`~acp_proxy.core.engine.ProxyCore` does with client messages."""
+class ClientDirection:
+    """What :class:`~acp_proxy.core.engine.ProxyCore` does with client messages.
 
-    def _from_client(self, m: Message, now: float, out: list[Action]) -> None:
+    Args:
+        config: the effective configuration.
+        registry: the connection's subagent registry (read here; the freshness
+            boundary starts here).
+        hold: the connection's hold buffer.
+        dedup: the connection's duplicate state report filter.
+        ledger: outcomes, counters and requests in flight.
+        negotiated: what ``initialize`` negotiated.
+        agent: the agent direction, which delivers what opening a session releases.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        registry: Registry,
+        hold: HoldBuffer,
+        dedup: StateDedup,
+        ledger: Ledger,
+        negotiated: Negotiated,
+        agent: AgentDirection,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.hold = hold
+        self.dedup = dedup
+        self.ledger = ledger
+        self.inflight = ledger.inflight
+        self.n: Counters = ledger.n
+        self.negotiated = negotiated
+        self.agent = agent
+        self._mutations = config.enforcement.child_mutations
+        self._read_only = frozenset(config.enforcement.child_read_only)
+
+    def handle(self, m: Message, now: float, out: list[Action]) -> None:
+        """One classified client message (request, notification or response)."""
         kind = m.kind
         if kind is _REQUEST or kind is _NOTIFICATION:
             method = m.method
@@ -42,27 +88,27 @@ class ClientSide(EngineBase):
             if rejection is not None:
                 self._reject(m, rejection, out)
                 return
-            if kind is _REQUEST and not self._track(_CLIENT, m, out):
+            if kind is _REQUEST and not self.ledger.track(_CLIENT, m, out):
                 return
-            gone = self._closed[_AGENT]
+            gone = self.inflight.gone[_AGENT]
             if gone is not None:
                 if kind is _REQUEST:
-                    self._untrack(_CLIENT, m.id)
-                    self._answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
+                    self.inflight.pop(_CLIENT, m.id)
+                    self.ledger.answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
                 else:
-                    self._drop(out, m, _CLIENT, "notification_dropped", gone)
+                    self.ledger.drop(out, m, _CLIENT, "notification_dropped", gone)
                 return
             if sid is not None and kind is _REQUEST and method in _OPENS_SESSION:
                 self._open(sid, method, now, out)
-            self._forward(out, _AGENT, m.raw)
+            self.ledger.forward(out, _AGENT, m.raw)
             return
-        self._response(_CLIENT, m, now, out)
+        self.ledger.settle(_CLIENT, m, out)
 
     def _reject(self, m: Message, rejection: Rejection, out: list[Action]) -> None:
         """Refuses a client message naming a child: a request is answered, a
         notification dropped; both audited. A request whose id is already in
         flight is dropped unanswered: that id gets the agent's answer, only one."""
-        self._n["rejected_mutations"] += 1
+        self.n.rejected_mutations += 1
         child = self.registry.child(rejection.session_id)
         fields = {
             "sessionId": rejection.session_id,
@@ -72,9 +118,9 @@ class ClientSide(EngineBase):
             "capability": rejection.capability,
             "reason": rejection.reason,
         }
-        self._audit(out, "mutation_rejected", _CLIENT, **fields)
-        if m.kind is _REQUEST and m.id not in self._pending[_CLIENT]:
-            self._answer(
+        self.ledger.audit(out, "mutation_rejected", _CLIENT, **fields)
+        if m.kind is _REQUEST and m.id not in self.inflight.pending[_CLIENT]:
+            self.ledger.answer(
                 out,
                 _CLIENT,
                 m.id,
@@ -83,29 +129,31 @@ class ClientSide(EngineBase):
                 rejection.data,
             )
             return
-        self._n["dropped"] += 1
+        self.n.dropped += 1
         event = "notification_dropped" if m.kind is _NOTIFICATION else "request_dropped"
         if event == "request_dropped":
             fields["reason"] = f"{rejection.reason}; its id is already in flight"
-        self._audit(out, event, _CLIENT, **fields)
+        self.ledger.audit(out, event, _CLIENT, **fields)
 
     def _client_initialize(self, m: Message) -> None:
         """Records whether the client opted into subagents (v1 ``clientCapabilities.subagents``)."""
         p = m.params or {}
         caps = p.get("clientCapabilities")
-        self.client_subagents = type(caps) is dict and type(caps.get("subagents")) is dict
+        self.negotiated.client_subagents = (
+            type(caps) is dict and type(caps.get("subagents")) is dict
+        )
 
     def _open(self, sid: str, method: str, now: float, out: list[Action]) -> None:
         """A ``session/load`` / ``session/resume`` of ``sid`` goes to the agent: the
-        freshness boundary (PROTOCOL.md section 4) and a new dedup epoch."""
+        freshness boundary (docs/protocol.md section 4) and a new dedup epoch."""
         reg = self.registry
         below = reg.descendants(sid)
         self.dedup.reset_session(sid, below)
         revoked = [cid for cid in below if reg.children[cid].fresh]
         if reg.begin_open(sid):
-            self._release(sid, now, out, "client opened the session")
+            self.agent.release(sid, now, out, "client opened the session")
         if revoked:
-            self._audit(
+            self.ledger.audit(
                 out,
                 "grants_revoked",
                 _CLIENT,

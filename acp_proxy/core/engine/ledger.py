@@ -1,0 +1,127 @@
+"""The ledger: every outcome of a message, counted and audited in one place.
+
+docs/design.md section 2, "Accounting". Each message the engine accepts ends
+through exactly one of :meth:`Ledger.forward`, :meth:`Ledger.answer` or
+:meth:`Ledger.drop` (or stays held), so
+``accepted == forwarded + answered + dropped + held`` always. The ledger also
+tracks requests in flight (:class:`~acp_proxy.core.engine.inflight.InFlight`),
+because whether a refusal may be answered depends on them: an id still in
+flight gets one answer, the other peer's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_proxy.core.actions import Action, Audit, Peer, Send
+from acp_proxy.core.engine.counters import Counters
+from acp_proxy.core.engine.inflight import InFlight, Pending
+from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, error_frame
+
+__all__ = ["Ledger"]
+
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+
+
+class Ledger:
+    """Outcomes, counters and requests in flight of one connection.
+
+    Args:
+        counters: the connection's counters (incremented here).
+        inflight: the connection's requests in flight.
+        include_content: copy a dropped message's text into its audit record
+            (``audit.include_content``).
+    """
+
+    def __init__(self, counters: Counters, inflight: InFlight, include_content: bool) -> None:
+        self.n = counters
+        self.inflight = inflight
+        self.include_content = include_content
+
+    def audit(self, out: list[Action], event: str, source: Peer | None, **fields: Any) -> None:
+        """Appends one audit record (``source`` gives its direction)."""
+        out.append(Audit(event, source.direction if source else None, fields))
+
+    def forward(self, out: list[Action], to: Peer, data: bytes) -> None:
+        """Delivers one message to ``to``."""
+        self.n.forwarded += 1
+        out.append(Send(to, data))
+
+    def answer(
+        self, out: list[Action], to: Peer, rid: Any, code: int, message: str, data: Any = None
+    ) -> None:
+        """Answers a message of ``to`` with an error; when ``rid`` is an id of ``to``'s still
+        in flight, drops it instead (audited): that id gets one answer, the other peer's."""
+        if rid is not None and rid in self.inflight.pending[to]:
+            self.n.dropped += 1
+            self.audit(
+                out,
+                "request_dropped",
+                to,
+                id=rid,
+                reason=f"refused ({message}); its id is already in flight, so not answered",
+            )
+            return
+        self.n.answered += 1
+        out.append(Send(to, error_frame(rid, code, message, data)))
+
+    def drop(self, out: list[Action], m: Message, source: Peer, event: str, reason: str) -> None:
+        """Drops ``m`` with an audit record ``event`` giving ``reason``."""
+        self.n.dropped += 1
+        fields: dict[str, Any] = {
+            "sessionId": m.session_id,
+            "method": m.method,
+            "id": m.id,
+            "reason": reason,
+        }
+        if self.include_content:
+            fields["content"] = m.raw.decode("utf-8", "replace")
+        self.audit(out, event, source, **fields)
+
+    def unsettled(self, held: int) -> int:
+        """Messages accepted but not yet forwarded, answered, dropped or held
+        (``held`` messages in the hold buffer)."""
+        n = self.n
+        return n.accepted - n.forwarded - n.answered - n.dropped - held
+
+    def track(self, requester: Peer, m: Message, out: list[Action]) -> bool:
+        """Records request ``m`` in flight; answers or drops it and returns False if it cannot be.
+
+        A request reusing an id already in flight is dropped unanswered (audited):
+        any answer would be a second response to that id.
+        """
+        if m.id in self.inflight.pending[requester]:
+            self.drop(
+                out,
+                m,
+                requester,
+                "request_dropped",
+                f"request id {m.id!r} is already in flight (an answer would be its second)",
+            )
+            return False
+        reason = self.inflight.add(requester, m.id, m.method or "", m.session_id)
+        if reason is None:
+            return True
+        self.audit(out, "invalid_message", requester, id=m.id, method=m.method, reason=reason)
+        self.answer(out, requester, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
+        return False
+
+    def settle(self, source: Peer, m: Message, out: list[Action]) -> Pending | None:
+        """A response from ``source``: forwards it to the requester when it answers a
+        request in flight (returning that request's entry), else drops it (audited).
+
+        An error response with id ``null`` (to something unreadable) is passed on.
+        """
+        if m.malformed_error:
+            self.n.malformed_errors += 1
+        to = source.other
+        if m.id is None:
+            self.forward(out, to, m.raw)
+            return None
+        entry = self.inflight.pop(to, m.id)
+        if entry is None:
+            self.drop(out, m, source, "unknown_response", f"no request with id {m.id!r} in flight")
+            return None
+        self.forward(out, to, m.raw)
+        return entry
