@@ -24,6 +24,7 @@ from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import nested_deeper_than
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
+from acp_proxy.core.wire.passthrough import REFERENCE_LISTS, UPDATE_RULES
 from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["MAX_HELD_NESTING", "AgentDirection"]
@@ -38,12 +39,6 @@ _OPENS_SESSION = frozenset({"session/load", "session/resume"})
 
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
 
-#: sessionUpdate -> (list field, item type) whose items may name a session by ``sessionId``.
-_REFERENCE_LISTS = {
-    "tool_call": ("content", "session"),
-    "tool_call_update": ("content", "session"),
-    "state_update": ("background", "subagent"),
-}
 #: Updates a v1 client must have opted into (``clientCapabilities.subagents``).
 _SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
 
@@ -161,7 +156,8 @@ class AgentDirection:
     def unknown_session(self, m: Message) -> str | None:
         """The first session id in ``m`` the client cannot know yet, else ``None``.
 
-        References (PROTOCOL.md section 4): ``params.sessionId``; in a
+        References (docs/protocol.md section 4, found through
+        :data:`~acp_proxy.core.wire.passthrough.UPDATE_RULES`): ``params.sessionId``; in a
         ``session/update``, a ``session_message``'s sender and recipient, a
         ``session`` content item of a ``tool_call`` / ``tool_call_update``,
         and a ``subagent`` entry of a ``state_update``'s ``background``.
@@ -179,12 +175,12 @@ class AgentDirection:
                 return None
             su = upd.get("sessionUpdate")
             if su == "session_message":
-                for key in ("senderSessionId", "recipientSessionId"):
+                for key in UPDATE_RULES["session_message"].ids:
                     v = upd.get(key)
                     if type(v) is str and v not in known:
                         return v
-            elif su in _REFERENCE_LISTS:
-                key, kind = _REFERENCE_LISTS[su]
+            elif su in REFERENCE_LISTS:
+                key, kind = REFERENCE_LISTS[su]
                 items = upd.get(key)
                 if type(items) is list:
                     for item in items:

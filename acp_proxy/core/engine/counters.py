@@ -1,6 +1,6 @@
 """The engine's counters: one mutable object, and the frozen snapshot it gives.
 
-docs/design.md section 2, "Accounting": every message accepted (a frame, or
+docs/design.md section 2 (the accounting invariant): every message accepted (a frame, or
 one element of a batch) ends as exactly one of *forwarded*, *answered* by the
 proxy, *dropped* with an audit record, or is still *held*:
 ``accepted == forwarded + answered + dropped + held`` always.

@@ -1,6 +1,6 @@
 """The ledger: every outcome of a message, counted and audited in one place.
 
-docs/design.md section 2, "Accounting". Each message the engine accepts ends
+docs/design.md section 2 (the accounting invariant). Each message the engine accepts ends
 through exactly one of :meth:`Ledger.forward`, :meth:`Ledger.answer` or
 :meth:`Ledger.drop` (or stays held), so
 ``accepted == forwarded + answered + dropped + held`` always. The ledger also

@@ -39,7 +39,6 @@ from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.wire.framing import Lines
-from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_decision_key
 from acp_proxy.core.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -51,7 +50,13 @@ from acp_proxy.core.wire.jsonrpc import (
     error_frame,
     parse,
 )
-from acp_proxy.core.wire.runs import Envelope, envelope_run, plain_run, update_kind
+from acp_proxy.core.wire.passthrough import (
+    REFERENCE_KEYS,
+    SESSION_ID_KEYS,
+    envelope_uninspected,
+    uninspected,
+)
+from acp_proxy.core.wire.runs import envelope_run, plain_run
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
@@ -62,22 +67,6 @@ _REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
 _BATCH = Kind.BATCH
 _INVALID = Kind.INVALID
-
-# sessionUpdate -> when it needs more than forwarding (AgentDirection.unknown_session,
-# deliver): always (None), or when the update holds this key (a list whose items
-# may reference a session). Absent: never.
-_INSPECTED_UPDATES: dict[str, str | None] = {
-    "session_message": None,
-    "subagent_update": None,
-    "state_update": None,
-    "tool_call": "content",
-    "tool_call_update": "content",
-}
-_NEVER: Any = object()
-_ID_KEYS = ("sessionId", "senderSessionId", "recipientSessionId")
-_REF_KEYS = ("content", "background")
-_NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
-_PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
 
 
 class ProxyCore:
@@ -218,10 +207,10 @@ class ProxyCore:
                     self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
                 )
             return out
-        uninspected = self._uninspected
+        known = self._known
         dense = self._dense_bytes
         for raw in frames:
-            if uninspected(canonical(raw, dense)):
+            if uninspected(canonical(raw, dense), known):
                 out.extend(self._forward_fast(raw))
             else:
                 out.extend(
@@ -232,17 +221,18 @@ class ProxyCore:
     def _run(self, data: bytes, now: float) -> list[Action] | None:
         """An agent run decoded at once, or ``None`` when it cannot be (one item per line)."""
         items: list[Any] | None = envelope_run(data)
-        uninspected: Callable[[Any], bool] = self._envelope_uninspected
+        check: Callable[[Any, Collection[str]], bool] = envelope_uninspected
         if items is None:
             items = plain_run(data)
-            uninspected = self._uninspected
+            check = uninspected
             if items is None:
                 return None
+        known = self._known
         out: list[Action] = []
         frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
         for j, item in enumerate(items):
-            if uninspected(item):
+            if check(item, known):
                 continue
             if not frames:
                 frames = data.split(b"\n")  # one line per item
@@ -266,7 +256,7 @@ class ProxyCore:
             m.kind is _NOTIFICATION
             and source is _AGENT
             and not m.ambiguous
-            and self._uninspected(m.body)
+            and uninspected(m.body, self._known)
         ):
             return self._forward_fast(m.raw)
         out: list[Action] = []
@@ -311,76 +301,6 @@ class ProxyCore:
             reason=f"{reason}: {count} elements refused",
         )
         out.append(Report("warning", f"agent sent a JSON-RPC batch, refused: {reason}"))
-
-    def _envelope_uninspected(self, env: Envelope) -> bool:
-        """:meth:`_uninspected` for an :class:`~acp_proxy.core.wire.runs.Envelope`.
-
-        The envelope's type already rules out ``id`` / ``result`` / ``error``
-        and a snake_case ``session_id`` in ``params`` (unknown keys refused);
-        a ``params._meta`` naming a decision key is left to :func:`parse`.
-        """
-        if env.jsonrpc != "2.0":
-            return False
-        params = env.params
-        if params.sessionId not in self._known:
-            return False
-        upd = params.update
-        if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
-            return False
-        meta = params.meta
-        if type(meta) is dict and any(meta_decision_key(k) for k in meta):
-            return False
-        if env.method != "session/update":
-            return True
-        su = upd.get("sessionUpdate")
-        if su is None:
-            return True
-        need = _INSPECTED_UPDATES.get(update_kind(su) or "", _NEVER)
-        return need is _NEVER or (need is not None and need not in upd)
-
-    def _uninspected(self, body: Any) -> bool:
-        """True for an agent message that :meth:`_dispatch` would forward unchanged.
-
-        ``body`` is a decoded message read the same way by every parser (a
-        canonical frame, or a non-ambiguous :class:`Message`'s body). True
-        for a JSON-RPC 2.0 notification (string ``method``, no ``id`` /
-        ``result`` / ``error``) whose ``params`` is absent, or an object without
-        snake_case decision keys or ``_meta`` that names a session the client knows (or
-        none) and is not a subagent, state or inter-session update (which the
-        engine inspects). One call per message on the hot path.
-        """
-        if type(body) is not dict:
-            return False
-        try:  # subscripts, not .get: this runs once per forwarded message
-            if body["jsonrpc"] != "2.0" or type(method := body["method"]) is not str:
-                return False
-        except KeyError:
-            return False
-        if not _NOT_IN_NOTIFICATIONS.isdisjoint(body):
-            return False
-        params = body.get("params")
-        if params is None:
-            return True
-        if type(params) is not dict or not _PARAMS_SLOW_KEYS.isdisjoint(params):
-            return False  # snake_case aliases, and _meta (spread by an SDK): parse decides
-        sid = params.get("sessionId")
-        if type(sid) is str:
-            if sid not in self._known:
-                return False
-        elif "sessionId" in params:
-            return False  # not a string: refused (ProxyCore._bad_session_id)
-        upd = params.get("update")
-        if type(upd) is not dict:
-            return True
-        if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
-            return False
-        if method != "session/update":
-            return True
-        su = upd.get("sessionUpdate")
-        if type(su) is not str:
-            return True
-        need = _INSPECTED_UPDATES.get(su, _NEVER)
-        return need is _NEVER or (need is not None and need not in upd)
 
     def _forward_fast(self, data: bytes, count: int = 1) -> list[Action]:
         """Forwards ``count`` agent messages (joined by newlines in ``data``) unchanged."""
@@ -502,8 +422,8 @@ class ProxyCore:
         ids: list[Any] = [named]
         if type(upd) is dict:
             # every reference the hold buffer may key on (AgentDirection.unknown_session)
-            ids += (upd.get(k) for k in _ID_KEYS)
-            for key in _REF_KEYS:
+            ids += (upd.get(k) for k in SESSION_ID_KEYS)
+            for key in REFERENCE_KEYS:
                 items = upd.get(key)
                 if type(items) is list:
                     ids += (i.get("sessionId") for i in items if type(i) is dict)

@@ -1,0 +1,151 @@
+"""The pass-through rule: which agent messages go out unchanged without a full parse.
+
+docs/design.md section 2 (step 2, the fast path). One table, :data:`UPDATE_RULES`,
+says which ``session/update`` kinds the engine must inspect and where in them
+a session may be named; every path reads it: the fast-path predicates here
+(:func:`uninspected` for a decoded body, :func:`envelope_uninspected` for a
+run's :class:`~acp_proxy.core.wire.runs.Envelope`), the hold buffer's search
+for references (``AgentDirection.unknown_session``) and the session id checks
+(``ProxyCore._bad_session_id``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import attrs
+
+from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_decision_key
+from acp_proxy.core.wire.runs import Envelope, update_kind
+
+__all__ = [
+    "REFERENCE_LISTS",
+    "SESSION_ID_KEYS",
+    "UPDATE_RULES",
+    "UpdateRule",
+    "envelope_uninspected",
+    "uninspected",
+]
+
+
+@attrs.frozen
+class UpdateRule:
+    """How the engine treats one ``sessionUpdate`` kind.
+
+    Attributes:
+        always: inspected whatever it holds (the registry, dedup or the v1
+            opt-in check act on it).
+        ids: members of the update whose string value names a session.
+        refs: ``(list member, item type)``: items of that type in that list may
+            name a session by ``sessionId``; the update is inspected when it
+            holds the list.
+    """
+
+    always: bool = False
+    ids: tuple[str, ...] = ()
+    refs: tuple[str, str] | None = None
+
+
+#: sessionUpdate -> its rule; a kind not listed is forwarded without inspection
+#: when its ``params.sessionId`` is known to the client (docs/protocol.md section 4).
+UPDATE_RULES: dict[str, UpdateRule] = {
+    "session_message": UpdateRule(always=True, ids=("senderSessionId", "recipientSessionId")),
+    "subagent_update": UpdateRule(always=True, ids=("sessionId",)),
+    "state_update": UpdateRule(always=True, refs=("background", "subagent")),
+    "tool_call": UpdateRule(refs=("content", "session")),
+    "tool_call_update": UpdateRule(refs=("content", "session")),
+}
+
+#: sessionUpdate -> (list member, item type) whose items may name a session.
+REFERENCE_LISTS: dict[str, tuple[str, str]] = {
+    su: rule.refs for su, rule in UPDATE_RULES.items() if rule.refs is not None
+}
+#: Update members naming a session directly, in any update kind ("sessionId" of a
+#: subagent_update's child, a session_message's sender and recipient).
+SESSION_ID_KEYS: tuple[str, ...] = tuple(
+    dict.fromkeys(k for rule in UPDATE_RULES.values() for k in rule.ids)
+)
+#: List members whose items may name a session, in any update kind.
+REFERENCE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(key for key, _ in REFERENCE_LISTS.values()))
+
+# sessionUpdate -> None (always inspected) or the member whose presence makes it inspected.
+_NEEDS: dict[str, str | None] = {
+    su: None if rule.always else rule.refs[0] if rule.refs else None
+    for su, rule in UPDATE_RULES.items()
+}
+_NEVER: Any = object()
+_NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
+_PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
+
+
+def uninspected(body: Any, known: Collection[str]) -> bool:
+    """True for an agent message the engine would forward unchanged.
+
+    ``body`` is a decoded message read the same way by every parser (a
+    canonical frame, or a non-ambiguous message's body). True for a JSON-RPC
+    2.0 notification (string ``method``, no ``id`` / ``result`` / ``error``)
+    whose ``params`` is absent, or an object without snake_case decision keys
+    or ``_meta`` that names a session in ``known`` (or none) and whose update
+    :data:`UPDATE_RULES` does not mark for inspection. One call per message on
+    the hot path.
+    """
+    if type(body) is not dict:
+        return False
+    try:  # subscripts, not .get: this runs once per forwarded message
+        if body["jsonrpc"] != "2.0" or type(method := body["method"]) is not str:
+            return False
+    except KeyError:
+        return False
+    if not _NOT_IN_NOTIFICATIONS.isdisjoint(body):
+        return False
+    params = body.get("params")
+    if params is None:
+        return True
+    if type(params) is not dict or not _PARAMS_SLOW_KEYS.isdisjoint(params):
+        return False  # snake_case aliases, and _meta (spread by an SDK): parse decides
+    sid = params.get("sessionId")
+    if type(sid) is str:
+        if sid not in known:
+            return False
+    elif "sessionId" in params:
+        return False  # not a string: refused (ProxyCore._bad_session_id)
+    upd = params.get("update")
+    if type(upd) is not dict:
+        return True
+    if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
+        return False
+    if method != "session/update":
+        return True
+    su = upd.get("sessionUpdate")
+    if type(su) is not str:
+        return True
+    need = _NEEDS.get(su, _NEVER)
+    return need is _NEVER or (need is not None and need not in upd)
+
+
+def envelope_uninspected(env: Envelope, known: Collection[str]) -> bool:
+    """:func:`uninspected` for an :class:`~acp_proxy.core.wire.runs.Envelope`.
+
+    The envelope's type already rules out ``id`` / ``result`` / ``error``
+    and a snake_case ``session_id`` in ``params`` (unknown keys refused);
+    a ``params._meta`` naming a decision key is left to the full parse.
+    """
+    if env.jsonrpc != "2.0":
+        return False
+    params = env.params
+    if params.sessionId not in known:
+        return False
+    upd = params.update
+    if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
+        return False
+    meta = params.meta
+    if type(meta) is dict and any(meta_decision_key(k) for k in meta):
+        return False
+    if env.method != "session/update":
+        return True
+    su = upd.get("sessionUpdate")
+    if su is None:
+        return True
+    need = _NEEDS.get(update_kind(su) or "", _NEVER)
+    return need is _NEVER or (need is not None and need not in upd)
