@@ -32,7 +32,8 @@ def both(body: dict[str, Any]) -> tuple[bool, bool]:
     """The verdict of the body predicate and of the envelope predicate on the same line."""
     line = msgspec.json.encode(body)
     envs = envelope_run(line)
-    assert envs is not None and len(envs) == 1
+    assert envs is not None
+    assert len(envs) == 1
     return uninspected(body, KNOWN), envelope_uninspected(envs[0], KNOWN)
 
 
