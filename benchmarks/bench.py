@@ -727,7 +727,7 @@ def core_cost_us(size: int, count: int) -> float:
     """Microseconds per ~``size``-byte chunk through framer + core, in process (no I/O).
 
     The shell's share of the work (framing with ``feed_runs``,
-    :meth:`ProxyCore.receive_lines` / ``receive_frames``, grouping the sends,
+    :meth:`ProxyCore.receive` of each framer item, grouping the sends,
     joining a write) without pipes or scheduling: the proxy's CPU floor per
     message, steadier than the end-to-end figures.
     """
@@ -754,9 +754,9 @@ def core_cost_us(size: int, count: int) -> float:
         actions = []
         for item in framer.feed_runs(chunk):
             if type(item) is Lines:
-                actions.extend(core.receive_lines(Peer.AGENT, item, 0.0))
+                actions.extend(core.receive(Peer.AGENT, item, 0.0))
             elif type(item) is bytes:
-                actions.extend(core.receive_frames(Peer.AGENT, [item], 0.0))
+                actions.extend(core.receive(Peer.AGENT, [item], 0.0))
             else:
                 raise BenchError(f"core_cost: unexpected {item!r}")
         for frames in route_actions(actions, None).values():

@@ -70,13 +70,14 @@ which routes it back to the successor as if the client had sent it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -179,16 +180,38 @@ class ChainAdapter:
         """The envelope method used on output: ``proxy/successor`` or ``_proxy/successor``."""
         return f"{self._prefix or ''}proxy/successor"
 
-    def receive(self, raw: bytes, now: float) -> list[Action]:
-        """Handles one frame from the conductor.
+    def receive(self, incoming: Incoming | Sequence[Incoming], now: float) -> list[Action]:
+        """Handles what the framer read from the conductor: one item, or a list in order.
+
+        As :meth:`ProxyCore.receive <acp_proxy.core.engine.ProxyCore.receive>`
+        takes them: each frame is unwrapped (a run of lines frame by frame);
+        an oversize message or a half-written last line is the client's.
 
         Args:
-            raw: the frame, without its line ending.
+            incoming: a frame (``bytes``, without its line ending), a
+                :class:`~acp_proxy.core.wire.framing.Lines` run, an
+                :class:`~acp_proxy.core.wire.framing.Oversize` or
+                :class:`~acp_proxy.core.wire.framing.Partial` report, or a list of them.
             now: the current time, seconds.
 
         Returns:
             Actions in order; every ``Send`` goes to the conductor.
         """
+        if type(incoming) is bytes:
+            return self._frame(incoming, now)
+        items: Sequence[Incoming] = incoming if type(incoming) is list else [incoming]  # type: ignore[list-item]
+        out: list[Action] = []
+        for item in items:
+            if type(item) is bytes:
+                out.extend(self._frame(item, now))
+            elif type(item) is Lines:
+                for frame in item.frames():
+                    out.extend(self._frame(frame, now))
+            elif type(item) is Oversize or type(item) is Partial:
+                out.extend(self.wrap(self.core.receive(Peer.CLIENT, item, now)))
+        return out
+
+    def _frame(self, raw: bytes, now: float) -> list[Action]:
         out: list[Action] = []
         for item in self.unwrap(raw):
             if isinstance(item, ToCore):
@@ -196,14 +219,6 @@ class ChainAdapter:
             else:
                 out.append(item)
         return out
-
-    def oversize(self, size_bytes: int, complete: bool, now: float) -> list[Action]:
-        """A conductor message skipped for size, handled as a client message."""
-        return self.wrap(self.core.oversize(Peer.CLIENT, size_bytes, complete, now))
-
-    def partial(self, size_bytes: int, now: float) -> list[Action]:
-        """A half-written last line from the conductor (never forwarded)."""
-        return self.wrap(self.core.partial(Peer.CLIENT, size_bytes, now))
 
     def conductor_closed(self, now: float, detail: str = "") -> list[Action]:
         """The conductor's stream ended: client and successor are both gone.

@@ -35,7 +35,7 @@ import trio
 
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.wire.framing import Lines, Oversize, Partial
+from acp_proxy.core.wire.framing import Lines
 from acp_proxy.shell.routing import (
     AuditSink,
     CoreTimer,
@@ -397,22 +397,4 @@ class Relay:
 
     def _handle(self, source: Peer, batch: list[Incoming], now: float) -> list[Action]:
         """The core's actions for ``batch`` (runs on the event loop or in a worker thread)."""
-        core = self.core
-        actions: list[Action] = []
-        run: list[bytes] = []  # consecutive frames go to the core together
-        for item in batch:
-            if type(item) is bytes:
-                run.append(item)
-                continue
-            if run:
-                actions.extend(core.receive_frames(source, run, now))
-                run = []
-            if type(item) is Lines:
-                actions.extend(core.receive_lines(source, item, now))
-            elif isinstance(item, Oversize):
-                actions.extend(core.oversize(source, item.size_bytes, item.complete, now))
-            elif isinstance(item, Partial):
-                actions.extend(core.partial(source, item.size_bytes, now))
-        if run:
-            actions.extend(core.receive_frames(source, run, now))
-        return actions
+        return self.core.receive(source, batch, now)

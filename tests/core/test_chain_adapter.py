@@ -29,6 +29,7 @@ from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.actions import Action, Send
 from acp_proxy.core.chain import ChainAdapter, ToCore
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.wire.framing import Oversize, Partial
 from acp_proxy.core.wire.jsonscan import member_spans
 
 SPELLINGS = ["", "_"]  # the schema's proxy/..., the Rust SDK's _proxy/...
@@ -492,9 +493,9 @@ def test_conductor_closed_answers_everything_in_flight() -> None:
 def test_oversize_and_partial_conductor_frames_are_reported_as_client_frames() -> None:
     """Framer reports from the conductor reach the core as the client's."""
     a = opened()
-    answer = only(a.oversize(10**9, True, 0.0))
+    answer = only(a.receive(Oversize(10**9, True), 0.0))
     assert answer["error"]["code"] == -32600
-    assert events(a.partial(5, 0.0)) == ["invalid_message"]
+    assert events(a.receive(Partial(5), 0.0)) == ["invalid_message"]
 
 
 def test_unwrap_exposes_the_core_side_of_each_frame() -> None:

@@ -26,7 +26,7 @@ import trio
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.wire.framing import Lines
+from acp_proxy.core.wire.framing import Lines, Oversize, Partial
 from acp_proxy.shell import routing as shell
 from acp_proxy.shell.audit import FIELD_LIMIT, AuditLog, Throttle, format_record
 from acp_proxy.shell.routing import LOG_LINE_LIMIT, flush_log_summaries, route_actions
@@ -209,10 +209,10 @@ def core_paths() -> Iterator[list[Action]]:
     yield core.receive(CLIENT, b'{"jsonrpc":"2.0","id":NaN,"method":"x"}', 5)
     yield core.receive(CLIENT, b"[]", 5)
     yield core.receive(CLIENT, b'[1,{"jsonrpc":"2.0","id":[[[]]],"method":"m"}]', 5)
-    yield core.receive_lines(AGENT, Lines(b"x\ny\n\xff"), 5)
-    yield core.oversize(CLIENT, 10**12, True, 5)
-    yield core.oversize(AGENT, 10**12, False, 5)
-    yield core.partial(AGENT, 10**9, 5)
+    yield core.receive(AGENT, Lines(b"x\ny\n\xff"), 5)
+    yield core.receive(CLIENT, Oversize(10**12, True), 5)
+    yield core.receive(AGENT, Oversize(10**12, False), 5)
+    yield core.receive(AGENT, Partial(10**9), 5)
     yield core.peer_closed(AGENT, 6, "agent exited \ud800 " + "z" * 10_000)
     yield core.peer_closed(CLIENT, 6, "")
 
@@ -263,7 +263,7 @@ def test_a_flood_of_invalid_agent_lines_is_counted_not_written_line_by_line(
     with caplog.at_level(logging.WARNING, logger="acp_proxy"):
         for i in range(100):
             clock.now = i * 0.1
-            route_actions(core.receive_lines(AGENT, Lines(flood), clock.now), log)
+            route_actions(core.receive(AGENT, Lines(flood), clock.now), log)
         log.flush_summaries(everything=True)
         flush_log_summaries(everything=True)
     assert core.statistics().non_json_agent_lines == 100_000

@@ -82,7 +82,7 @@ async def test_agent_frame_that_is_not_json_is_dropped_and_audited() -> None:
                     batch = await transport.receive_batch()
                     assert batch is not None
                     frames += len(batch)
-                    actions += core.receive_frames(Peer.AGENT, batch, 0.0)  # type: ignore[arg-type]
+                    actions += core.receive(Peer.AGENT, batch, 0.0)  # type: ignore[arg-type]
                 assert frames == 3
             nursery.cancel_scope.cancel()
     sends = [a for a in actions if isinstance(a, Send)]

@@ -22,7 +22,7 @@ counters, and ``accepted == forwarded + answered + dropped + held`` always.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import attrs
@@ -38,7 +38,7 @@ from acp_proxy.core.engine.negotiated import Negotiated
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.registry import Registry
-from acp_proxy.core.wire.framing import Lines
+from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -134,62 +134,63 @@ class ProxyCore:
 
     # ----------------------------------------------------------------- API
 
-    def receive(self, source: Peer, raw: bytes, now: float) -> list[Action]:
-        """Handles one frame from ``source``.
+    def receive(
+        self, source: Peer, incoming: Incoming | Sequence[Incoming], now: float
+    ) -> list[Action]:
+        """Handles what the framer read from ``source``: one item, or a list of them in order.
+
+        The one input method, shared by every topology. Items are what
+        :class:`~acp_proxy.core.wire.framing.LineFramer` gives (or a
+        message-framed transport): a frame (``bytes``, without its line
+        ending), a :class:`~acp_proxy.core.wire.framing.Lines` run of complete
+        lines, an :class:`~acp_proxy.core.wire.framing.Oversize` or a
+        :class:`~acp_proxy.core.wire.framing.Partial` report.
+
+        Agent notifications that need no inspection (a session the client
+        knows, not a subagent, state or inter-session update:
+        :mod:`~acp_proxy.core.wire.passthrough`) are forwarded without building a
+        :class:`~acp_proxy.core.wire.jsonrpc.Message`. An agent run is decoded in
+        one call when every line is a ``session/update``-shaped envelope
+        (:func:`~acp_proxy.core.wire.runs.envelope_run`, content left undecoded)
+        or else canonical JSON (:func:`~acp_proxy.core.wire.runs.plain_run`);
+        each stretch of unremarkable notifications in it is then forwarded as
+        one :class:`~acp_proxy.core.actions.Send` of the original bytes, its
+        messages joined by ``b"\\n"``. Everything else is handled message by
+        message, in order; the verdicts are the same on every path.
 
         Args:
             source: the peer that sent it.
-            raw: the frame, without its line ending.
+            incoming: an item or a list of items, in the order read.
             now: the current time, seconds (any monotonic clock).
 
         Returns:
             Actions to carry out in order.
         """
-        return self._frame(source, raw, now)
-
-    def receive_frames(self, source: Peer, frames: list[bytes], now: float) -> list[Action]:
-        """Handles several frames from ``source``, in order (same as :meth:`receive` each).
-
-        Agent notifications that need no inspection (a session the client
-        knows, not a subagent, state or inter-session update) are forwarded
-        without building a :class:`~acp_proxy.core.wire.jsonrpc.Message`.
-
-        Args:
-            source: the peer that sent them.
-            frames: the frames, without line endings.
-            now: the current time, seconds.
-
-        Returns:
-            Actions to carry out in order.
-        """
-        return self._frames(source, frames, now)
-
-    def receive_lines(self, source: Peer, lines: Lines, now: float) -> list[Action]:
-        """Handles a run of complete lines from ``source`` (same as :meth:`receive_frames`).
-
-        An agent run is decoded in one call when every line is a
-        ``session/update``-shaped envelope (:func:`~acp_proxy.core.wire.runs.envelope_run`,
-        content left undecoded) or else canonical JSON
-        (:func:`~acp_proxy.core.wire.runs.plain_run`); each stretch of unremarkable
-        notifications in it is then forwarded as one
-        :class:`~acp_proxy.core.actions.Send` of the original bytes, its
-        messages joined by ``b"\\n"``, and any other line is handled as
-        :meth:`receive` handles it, in order. Otherwise the lines are split
-        and handled one by one.
-
-        Args:
-            source: the peer that sent them.
-            lines: the run, as :meth:`~acp_proxy.core.wire.framing.LineFramer.feed_runs` gives it.
-            now: the current time, seconds.
-
-        Returns:
-            Actions to carry out in order.
-        """
-        out = self._run(lines.data, now) if source is _AGENT else None
-        return self._frames(source, lines.frames(), now) if out is None else out
+        if type(incoming) is bytes:
+            return self._frame(source, incoming, now)
+        items: Sequence[Incoming] = incoming if type(incoming) is list else [incoming]  # type: ignore[list-item]
+        out: list[Action] = []
+        run: list[bytes] = []  # consecutive frames go together
+        for item in items:
+            if type(item) is bytes:
+                run.append(item)
+                continue
+            if run:
+                out.extend(self._frames(source, run, now))
+                run = []
+            if type(item) is Lines:
+                lines = self._run(item.data, now) if source is _AGENT else None
+                out.extend(self._frames(source, item.frames(), now) if lines is None else lines)
+            elif type(item) is Oversize:
+                out.extend(self._oversize(source, item.size_bytes, item.complete))
+            elif type(item) is Partial:
+                out.extend(self._partial(source, item.size_bytes))
+        if run:
+            out.extend(self._frames(source, run, now))
+        return out
 
     # Every whole-frame decoder (parse, canonical, envelope_run, plain_run) is
-    # called exactly two Python frames below the public entry point (entry ->
+    # called exactly two Python frames below the public entry point (receive ->
     # worker -> decoder). msgspec and json count nesting against the recursion
     # limit from the caller's depth: equal depths give a frame nested near that
     # limit the same verdict whichever path (and read boundaries) it comes
@@ -309,7 +310,7 @@ class ProxyCore:
         n.forwarded += count
         return [Send(_CLIENT, data)]
 
-    def oversize(self, source: Peer, size_bytes: int, complete: bool, now: float) -> list[Action]:
+    def _oversize(self, source: Peer, size_bytes: int, complete: bool) -> list[Action]:
         """Reports a message skipped by the framer for exceeding ``max_message_bytes``.
 
         A client's oversize message is answered with ``-32600`` (id ``null``:
@@ -328,7 +329,7 @@ class ProxyCore:
             self.n.dropped += 1
         return out
 
-    def partial(self, source: Peer, size_bytes: int, now: float) -> list[Action]:
+    def _partial(self, source: Peer, size_bytes: int) -> list[Action]:
         """Reports a half-written last line at end of stream (never forwarded)."""
         out: list[Action] = []
         self.n.accepted += 1

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import attrs
 
-__all__ = ["BOM", "LineFramer", "Lines", "Oversize", "Partial"]
+__all__ = ["BOM", "Incoming", "LineFramer", "Lines", "Oversize", "Partial"]
 
 BOM = b"\xef\xbb\xbf"
 
@@ -70,6 +70,11 @@ class Lines:
             if line:
                 out.append(line)
         return out
+
+
+#: What one read yields: frames (bytes, no line ending), runs of unsplit
+#: complete lines, and framer reports; ``ProxyCore.receive`` takes them all.
+Incoming = bytes | Lines | Oversize | Partial
 
 
 class LineFramer:

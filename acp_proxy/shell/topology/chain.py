@@ -27,7 +27,6 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.wire.framing import Lines, Oversize, Partial
 from acp_proxy.shell.routing import AuditSink, CoreTimer, coalesce, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport
 from acp_proxy.shell.transport.stdio import open_stdio_transport
@@ -88,18 +87,7 @@ class ChainRelay:
                 return
             if batch is None:
                 return
-            now = trio.current_time()
-            actions: list[Action] = []
-            for item in batch:
-                if type(item) is bytes:
-                    actions.extend(self.adapter.receive(item, now))
-                elif type(item) is Lines:
-                    for frame in item.frames():
-                        actions.extend(self.adapter.receive(frame, now))
-                elif isinstance(item, Oversize):
-                    actions.extend(self.adapter.oversize(item.size_bytes, item.complete, now))
-                elif isinstance(item, Partial):
-                    actions.extend(self.adapter.partial(item.size_bytes, now))
+            actions = self.adapter.receive(batch, trio.current_time())
             await self._apply(actions)
 
     async def _apply(self, actions: list[Action]) -> None:

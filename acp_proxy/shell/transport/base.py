@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import abc
 
-from acp_proxy.core.wire.framing import Lines, Oversize, Partial
+from acp_proxy.core.wire.framing import Incoming
 
 __all__ = ["Closed", "FrameTransport", "Incoming"]
-
-#: what one read yields: frames (bytes, no line ending), runs of unsplit
-#: complete lines, and framer reports
-Incoming = bytes | Lines | Oversize | Partial
 
 
 class Closed(Exception):

@@ -30,7 +30,7 @@ from support.corekit import (
 from acp_proxy.config import Config, LimitsConfig
 from acp_proxy.core.actions import Audit, Peer, Report, Send
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.wire.framing import Lines
+from acp_proxy.core.wire.framing import Lines, Oversize, Partial
 
 # ------------------------------------------------------------------ JSON with odd spelling
 
@@ -291,7 +291,7 @@ def test_fuzz_never_raises_and_accounts_for_every_message(
         elif kind == "close":
             out = core.peer_closed(peer, now, "gone")
         else:
-            out = core.oversize(peer, 99, True, now)
+            out = core.receive(peer, Oversize(99, True), now)
         for a in out:
             assert isinstance(a, Send | Audit | Report)
             if isinstance(a, Send):
@@ -482,11 +482,11 @@ def test_ambiguous_agent_notification_is_dropped() -> None:
 def test_oversize_from_client_is_answered_and_from_agent_dropped() -> None:
     """An oversize client message gets -32600 (id null); an agent one is dropped; both audited."""
     core = ProxyCore()
-    out = core.oversize(CLIENT, 10**9, True, 0.0)
+    out = core.receive(CLIENT, Oversize(10**9, True), 0.0)
     body = decoded(sends(out, CLIENT)[0])
     assert (body["id"], body["error"]["code"]) == (None, -32600)
     assert "oversize_message" in events(out)
-    out = core.oversize(AGENT, 10**9, True, 0.0)
+    out = core.receive(AGENT, Oversize(10**9, True), 0.0)
     assert sends(out) == []
     assert "oversize_message" in events(out)
     assert core.statistics().oversize == 2
@@ -496,7 +496,7 @@ def test_oversize_from_client_is_answered_and_from_agent_dropped() -> None:
 def test_partial_last_line_is_dropped_and_audited() -> None:
     """A half-written last line is never forwarded; it is audited."""
     core = ProxyCore()
-    out = core.partial(AGENT, 12, 0.0)
+    out = core.receive(AGENT, Partial(12), 0.0)
     assert sends(out) == []
     assert events(out) == ["invalid_message"]
     assert_accounting(core)
@@ -675,7 +675,7 @@ def test_receive_frames_equals_receive_one_by_one(data: st.DataObject) -> None:
     expected: list[Any] = []
     for raw in frames:
         expected.extend(one.receive(AGENT, raw, 1.0))
-    assert many.receive_frames(AGENT, frames, 1.0) == expected
+    assert many.receive(AGENT, frames, 1.0) == expected
     assert many.statistics() == one.statistics()
 
 
@@ -703,7 +703,7 @@ def _assert_run_equals_per_frame(source: Any, lines: Lines) -> None:
     expected: list[Any] = []
     for raw in lines.frames():
         expected.extend(one.receive(source, raw, 1.0))
-    assert one_send_per_message(many.receive_lines(source, lines, 1.0)) == expected
+    assert one_send_per_message(many.receive(source, lines, 1.0)) == expected
     assert many.statistics() == one.statistics()
 
 
@@ -722,7 +722,7 @@ def test_receive_lines_forwards_a_plain_run_as_one_send_of_the_original_bytes(
     open_session(core, "S")
     before = core.statistics().forwarded
     data = b"\n".join([notif("session/update", params)] * 5)
-    assert core.receive_lines(AGENT, Lines(data), 0.0) == [Send(CLIENT, data)]
+    assert core.receive(AGENT, Lines(data), 0.0) == [Send(CLIENT, data)]
     assert core.statistics().forwarded == before + 5
     assert_accounting(core)
 
@@ -737,7 +737,7 @@ def test_receive_lines_holds_an_unknown_child_between_plain_stretches() -> None:
         "session/update",
         {"sessionId": "S", "update": {"sessionUpdate": "subagent_update", "sessionId": "K"}},
     )
-    out = core.receive_lines(AGENT, Lines(b"\n".join([plain, plain, early, announce, plain])), 0.0)
+    out = core.receive(AGENT, Lines(b"\n".join([plain, plain, early, announce, plain])), 0.0)
     assert one_send_per_message([a for a in out if isinstance(a, Send)]) == [
         Send(CLIENT, plain),
         Send(CLIENT, plain),

@@ -222,8 +222,8 @@ def test_a_frame_nested_near_the_limit_gets_one_verdict_on_every_path() -> None:
                     results = []
                     for path in (
                         per_frame,
-                        lambda c, lines=lines: c.receive_frames(AGENT, lines.frames(), 0.0),
-                        lambda c, lines=lines: c.receive_lines(AGENT, lines, 0.0),
+                        lambda c, lines=lines: c.receive(AGENT, lines.frames(), 0.0),
+                        lambda c, lines=lines: c.receive(AGENT, lines, 0.0),
                     ):
                         core = ProxyCore()
                         open_session(core, "S")

@@ -254,13 +254,13 @@ def test_every_reference_to_an_unannounced_child_is_held(upd: dict[str, Any], si
     core = ProxyCore()
     open_session(core, "P")
     frame = update("P", upd)
-    for path in ("receive", "receive_frames"):
+    for path in ("frame", "list of frames"):
         core = ProxyCore()
         open_session(core, "P")
         out = (
             core.receive(AGENT, frame, 0.0)
-            if path == "receive"
-            else core.receive_frames(AGENT, [frame], 0.0)
+            if path == "frame"
+            else core.receive(AGENT, [frame], 0.0)
         )
         assert sends(out) == []
         assert "held" in events(out)

@@ -8,7 +8,7 @@ pydantic ``populate_by_name`` aliases, the router spreading ``_meta`` into the
 handler's arguments; :func:`js_sids`: a non-fatal ``TextDecoder``, ``trim``,
 ``JSON.parse``, zod reading ``params.sessionId``) and must never reach the
 peer when some reader finds the protected session in it. The verdict is the
-same on every entry point (``receive``, ``receive_frames``, ``receive_lines``).
+same on every path into ``receive`` (a frame, a list of frames, a run of lines).
 """
 
 from __future__ import annotations
@@ -204,9 +204,9 @@ def _paths(source: Any, frame: bytes) -> list[tuple[list[Any], Any]]:
             for f in Lines(data).frames():
                 out.extend(core.receive(source, f, 0.0))
         elif path == "frames":
-            out = core.receive_frames(source, Lines(data).frames(), 0.0)
+            out = core.receive(source, Lines(data).frames(), 0.0)
         else:
-            out = core.receive_lines(source, Lines(data), 0.0)
+            out = core.receive(source, Lines(data), 0.0)
         parts = one_send_per_message(out)
         assert_accounting(core)
         results.append((parts, core.statistics()))
@@ -255,9 +255,9 @@ def test_no_agent_spelling_delivers_unannounced_child_traffic(frame: bytes) -> N
         if path == "receive":
             out = [a for f in Lines(data).frames() for a in core.receive(AGENT, f, 0.0)]
         elif path == "frames":
-            out = core.receive_frames(AGENT, Lines(data).frames(), 0.0)
+            out = core.receive(AGENT, Lines(data).frames(), 0.0)
         else:
-            out = core.receive_lines(AGENT, Lines(data), 0.0)
+            out = core.receive(AGENT, Lines(data), 0.0)
         to_client = [p for s in sends(out, CLIENT) for p in s.split(b"\n")]
         results.append((to_client, core.statistics()))
         for sent in to_client:
