@@ -18,6 +18,8 @@ from acp_proxy.config.model import (
     HoldConfig,
     LimitsConfig,
     ListenConfig,
+    PermissionRule,
+    PermissionsConfig,
     ProcessConfig,
 )
 
@@ -33,5 +35,7 @@ __all__ = [
     "HoldConfig",
     "LimitsConfig",
     "ListenConfig",
+    "PermissionRule",
+    "PermissionsConfig",
     "ProcessConfig",
 ]

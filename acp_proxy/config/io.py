@@ -14,7 +14,7 @@ import math
 import os
 import tomllib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import attrs
 import cattrs
@@ -32,6 +32,9 @@ from acp_proxy.config.model import (
     InvalidValue,
     LimitsConfig,
     ListenConfig,
+    OptionKind,
+    PermissionRule,
+    PermissionsConfig,
     ProcessConfig,
 )
 from acp_proxy.config.toml_text import describe, dotted, toml_key, toml_value
@@ -99,6 +102,84 @@ def _structure_child_mutations(value: object, _type: object) -> dict[str, str]:
     return merged
 
 
+_GLOB_FIELDS = (
+    "session",
+    "parent",
+    "tool_name",
+    "tool_kind",
+    "tool_title",
+    "command",
+    "cwd",
+    "path",
+)
+
+
+def _is_literal(type_: Any) -> bool:
+    return get_origin(type_) is Literal
+
+
+def _structure_literal(value: object, type_: Any) -> str:
+    choices = get_args(type_)
+    if isinstance(value, str) and value in choices:
+        return value
+    expected = ", ".join(repr(c) for c in choices)
+    raise InvalidValue(f"must be one of {expected}, got {describe(value)}")
+
+
+def _structure_globs(value: object, _type: object) -> list[str]:
+    """A glob or an array of globs (any one matches)."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise InvalidValue(f"expected a string or an array of strings, got {describe(value)}")
+    return _structure_str_list(value, _type)
+
+
+def _structure_options(value: object, _type: object) -> list[str]:
+    """An option kind or an array of them, each checked against the closed set."""
+    kinds = _structure_globs(value, _type)
+    for index, kind in enumerate(kinds):
+        try:
+            _structure_literal(kind, OptionKind)
+        except InvalidValue as exc:
+            raise InvalidValue(exc.detail, (index,)) from None
+    return kinds
+
+
+def _structure_raw_input(value: object, _type: object) -> dict[str, list[str]]:
+    if not isinstance(value, Mapping):
+        raise InvalidValue(f"expected a table (rawInput key -> glob), got {describe(value)}")
+    table: dict[str, list[str]] = {}
+    for key, patterns in value.items():
+        try:
+            table[key] = _structure_globs(patterns, list[str])
+        except InvalidValue as exc:
+            raise InvalidValue(exc.detail, (key, *exc.path)) from None
+    return table
+
+
+def _rules_hook(structure_rule: Any) -> Any:
+    """Structures ``permissions.rules``: each error names the rule (``name`` if it has one)."""
+
+    def hook(value: object, _type: object) -> list[PermissionRule]:
+        if not isinstance(value, list):
+            raise InvalidValue(f"expected an array of tables, got {describe(value)}")
+        rules: list[PermissionRule] = []
+        for index, table in enumerate(value):
+            name = table.get("name") if isinstance(table, Mapping) else None
+            try:
+                if not isinstance(table, Mapping):
+                    raise InvalidValue(f"expected a table, got {describe(table)}")
+                rules.append(structure_rule(table, PermissionRule))
+            except Exception as exc:
+                path, message = _problem(exc, ())
+                label = f"rule {name!r}" if isinstance(name, str) and name else f"rules[{index}]"
+                raise InvalidValue(f"{label}: {message}", (index, *path)) from exc
+        return rules
+
+    return hook
+
+
 def _make_converter() -> cattrs.Converter:
     """The one converter holding every TOML rule: exact types, no extra keys."""
     converter = cattrs.Converter(forbid_extra_keys=True)
@@ -107,6 +188,17 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook_func(lambda t: t == list[str], _structure_str_list)
+    converter.register_structure_hook_func(_is_literal, _structure_literal)
+    overrides: dict[str, Any] = {
+        name: override(struct_hook=_structure_globs) for name in _GLOB_FIELDS
+    }
+    overrides["raw_input"] = override(struct_hook=_structure_raw_input)
+    overrides["option"] = override(struct_hook=_structure_options)
+    rule = make_dict_structure_fn(PermissionRule, converter, **overrides)
+    permissions = make_dict_structure_fn(
+        PermissionsConfig, converter, rules=override(struct_hook=_rules_hook(_table_hook(rule)))
+    )
+    converter.register_structure_hook(PermissionsConfig, _table_hook(permissions))
     # Sections before Config: a generated hook captures the hooks of its fields.
     enforcement = make_dict_structure_fn(
         EnforcementConfig,
@@ -135,6 +227,12 @@ _CONVERTER = _make_converter()
 
 def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> tuple[str, str]:
     """The dotted key and message of the first leaf error under ``exc``."""
+    key_path, message = _problem(exc, path)
+    return dotted(key_path), message
+
+
+def _problem(exc: BaseException, path: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], str]:
+    """The key path and message of the first leaf error under ``exc``."""
     if isinstance(exc, ClassValidationError):
         for sub in exc.exceptions:
             notes = [
@@ -144,14 +242,16 @@ def _first_problem(exc: BaseException, path: tuple[str | int, ...]) -> tuple[str
                 fields = ", ".join(a.name for a in attrs.fields(sub.cl))
                 kind = "section" if sub.cl is Config else "key"
                 extra = sorted(sub.extra_fields)
-                return dotted((*path, extra[0])), f"unknown {kind} (expected one of: {fields})"
-            return _first_problem(sub, (*path, notes[0].name) if notes else path)
+                return (*path, extra[0]), f"unknown {kind} (expected one of: {fields})"
+            return _problem(sub, (*path, notes[0].name) if notes else path)
     if isinstance(exc, InvalidValue):
-        return dotted(path + exc.path), exc.detail
+        return path + exc.path, exc.detail
+    if isinstance(exc, KeyError):  # a required key (a rule's action) is missing
+        return path, "required key is missing"
     # A foreign error, e.g. from an attrs built-in validator: (msg, attribute, ...).
     if len(exc.args) >= 2 and isinstance(exc.args[1], attrs.Attribute):
-        return dotted((*path, exc.args[1].name)), str(exc.args[0])
-    return dotted(path), str(exc) or type(exc).__name__
+        return (*path, exc.args[1].name), str(exc.args[0])
+    return path, str(exc) or type(exc).__name__
 
 
 def config_from_dict(data: dict[str, Any], source: str = "") -> Config:
@@ -238,10 +338,13 @@ def dump_config(cfg: Config) -> str:
         section = getattr(cfg, section_field.name)
         tables: list[tuple[str, dict[str, str]]] = []
         lines += ["", f"[{section_field.name}]"]
+        rules: list[PermissionRule] = []
         for field in attrs.fields(type(section)):
             value = getattr(section, field.name)
             if isinstance(value, dict):
                 tables.append((field.name, value))
+            elif section is cfg.permissions and field.name == "rules" and value:
+                rules = value
             else:
                 lines.append(f"{field.name} = {toml_value(value)}")
         for name, table in tables:
@@ -250,4 +353,22 @@ def dump_config(cfg: Config) -> str:
             if section is cfg.enforcement and name == "child_mutations":
                 removed = [k for k in DEFAULT_CHILD_MUTATIONS if k not in table]
                 lines += [f'{toml_key(k)} = ""  # default entry removed' for k in removed]
+        for rule in rules:
+            lines += ["", f"[[{section_field.name}.rules]]", *_rule_lines(rule)]
     return "\n".join(lines) + "\n"
+
+
+def _rule_lines(rule: PermissionRule) -> list[str]:
+    """The keys a rule sets (``None`` = not given is left out), as TOML lines."""
+    lines = []
+    names = [f.name for f in attrs.fields(PermissionRule)]
+    for name in ["name", *(n for n in names if n != "name")]:
+        value = getattr(rule, name)
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            items = ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items())
+            lines.append(f"{name} = {{ {items} }}")
+        else:
+            lines.append(f"{name} = {toml_value(value)}")
+    return lines

@@ -9,8 +9,10 @@ back as TOML. This module is pure data; it never imports trio.
 
 from __future__ import annotations
 
+import fnmatch
+import math
 import re
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -20,7 +22,10 @@ from acp_proxy.errors import ConfigError
 __all__ = [
     "DEFAULT_CHILD_MUTATIONS",
     "DEFAULT_CHILD_READ_ONLY",
+    "DEFAULT_OPTIONS",
     "NEVER_ON_CHILD",
+    "PERMISSION_METHODS",
+    "RULE_MATCHERS",
     "AuditConfig",
     "Config",
     "ConfigError",
@@ -29,7 +34,12 @@ __all__ = [
     "HoldConfig",
     "LimitsConfig",
     "ListenConfig",
+    "OptionKind",
+    "PermissionRule",
+    "PermissionsConfig",
     "ProcessConfig",
+    "RuleAction",
+    "RuleMethod",
 ]
 
 #: Client method -> capability key that grants it on a child session (PROTOCOL.md
@@ -330,6 +340,298 @@ class ListenConfig:
     ping_timeout_seconds: float = attrs.field(default=20.0, validator=_positive)
 
 
+# --- permission rules (issue 19) ----------------------------------------------
+
+#: What a rule does with a request it matches.
+RuleAction = Literal["allow", "deny", "ask"]
+#: The agent->client requests a rule can govern.
+RuleMethod = Literal[
+    "session/request_permission", "fs/read_text_file", "fs/write_text_file", "terminal/create"
+]
+#: ``PermissionOption.kind`` values a rule may answer with.
+OptionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+PERMISSION_METHODS: tuple[str, ...] = (
+    "session/request_permission",
+    "fs/read_text_file",
+    "fs/write_text_file",
+    "terminal/create",
+)
+_ACTIONS = ("allow", "deny", "ask")
+_OPTION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
+#: The option kinds an allow / deny rule answers with when it names none.
+DEFAULT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "allow": ("allow_once",),
+    "deny": ("reject_once", "reject_always"),
+}
+
+# Matchers that read the requester (any method), a tool_call subject, a command.
+_WHO = ("session", "child", "parent")
+_TOOL = ("tool_name", "tool_kind", "tool_title", "raw_input")
+_COMMAND = ("command", "cwd")
+#: Matchers each method's request can satisfy; any other can never match.
+RULE_MATCHERS: dict[str, tuple[str, ...]] = {
+    "session/request_permission": (*_WHO, *_TOOL, *_COMMAND, "inside_workspace"),
+    "fs/read_text_file": (*_WHO, "path", "inside_workspace"),
+    "fs/write_text_file": (*_WHO, "path", "inside_workspace"),
+    "terminal/create": (*_WHO, *_COMMAND, "inside_workspace"),
+}
+# Glob fields matched against an absolute path (a pattern that cannot match one is an error).
+_PATH_GLOBS = frozenset({"path", "cwd"})
+
+
+def glob_problem(pattern: str, *, path: bool = False) -> str | None:
+    """Why ``pattern`` is not a usable glob (:func:`fnmatch.fnmatchcase` syntax), or ``None``.
+
+    Refused: an empty pattern, a ``[`` without its ``]`` (fnmatch would read
+    it as a literal ``[``: write ``[[]``), a set that compiles to no valid
+    expression; with ``path``, a pattern that cannot match an absolute path
+    (it must start with ``/`` or a wildcard; ``~`` is not expanded).
+    """
+    if not pattern:
+        return "an empty pattern matches nothing"
+    i, n = 0, len(pattern)
+    while i < n:
+        if pattern[i] == "[":
+            j = i + 1
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            close = pattern.find("]", j)
+            if close < 0:
+                return f"{describe(pattern)}: '[' without ']' (write [[] for a literal '[')"
+            i = close
+        i += 1
+    try:
+        re.compile(fnmatch.translate(pattern))
+    except re.error as exc:
+        return f"{describe(pattern)}: invalid pattern ({exc})"
+    if path and pattern[0] == "~":
+        return (
+            f"{describe(pattern)}: '~' is not expanded; paths are absolute "
+            "(write e.g. '**/.ssh/**' or '/home/me/.ssh/**')"
+        )
+    if path and pattern[0] not in "/*?[":
+        return f"{describe(pattern)}: paths are absolute: start with '/' or a wildcard"
+    return None
+
+
+def _check_globs(patterns: list[str], key: tuple[str, ...], *, path: bool = False) -> None:
+    """Raises :class:`InvalidValue` at ``key`` for an empty list or an unusable pattern."""
+    if not patterns:
+        raise InvalidValue("an empty list never matches", key)
+    for index, pattern in enumerate(patterns):
+        problem = glob_problem(pattern, path=path)
+        if problem is not None:
+            raise InvalidValue(problem, (*key, index))
+
+
+def _globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str] | None) -> None:
+    if value is not None:
+        _check_globs(value, (attr.name,), path=attr.name in _PATH_GLOBS)
+
+
+def _raw_input(_inst: Any, attr: attrs.Attribute[Any], value: dict[str, list[str]] | None) -> None:
+    if value is None:
+        return
+    if not value:
+        raise InvalidValue("an empty table: name at least one rawInput key", (attr.name,))
+    for key, patterns in value.items():
+        if not key:
+            raise InvalidValue("a rawInput key must not be empty", (attr.name, key))
+        _check_globs(patterns, (attr.name, key))
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
+        if value not in choices:
+            expected = ", ".join(repr(c) for c in choices)
+            raise InvalidValue(f"must be one of {expected}, got {describe(value)}", (attr.name,))
+
+    return check
+
+
+def _option_kinds(_inst: Any, attr: attrs.Attribute[Any], value: list[OptionKind] | None) -> None:
+    if value is None:
+        return
+    if not value:
+        raise InvalidValue("an empty list: name at least one option kind", (attr.name,))
+    for index, kind in enumerate(value):
+        _one_of(_OPTION_KINDS)(_inst, attr, kind)
+        if kind in value[:index]:
+            raise InvalidValue(f"{kind!r} is listed twice", (attr.name, index))
+
+
+def _rule_name(_inst: Any, attr: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and not value.strip():
+        raise InvalidValue("a rule name must not be empty", (attr.name,))
+
+
+def _timeout(_inst: Any, attr: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise InvalidValue(f"must be a finite number > 0, got {describe(value)}", (attr.name,))
+
+
+@attrs.frozen
+class PermissionRule:
+    """One ``[[permissions.rules]]`` entry (``config/examples/permissions.toml``).
+
+    A rule applies to one agent->client ``method`` and matches a request when
+    every matcher it gives matches (AND); a matcher left out (``None``) is
+    not checked. String matchers are lists of :func:`fnmatch.fnmatchcase`
+    globs (``*`` also crosses ``/``), matching when any one does. The
+    semantics are in :mod:`acp_proxy.core.session.permissions`.
+
+    Attributes:
+        action: ``"allow"``, ``"deny"`` or ``"ask"``.
+        name: names the rule in audit records, refusals and errors (unique).
+        method: the request it governs (:data:`PERMISSION_METHODS`).
+        session: globs on ``params.sessionId``.
+        child: the session is (True) / is not (False) an announced child.
+        parent: globs on a child's parent session id (implies a child).
+        tool_name, tool_kind, tool_title: globs on the tool call's ``name``,
+            ``kind``, ``title`` (v2 ``subject.toolCall``, v1 ``toolCall``).
+        raw_input: ``rawInput`` top-level key -> globs on its value.
+        command: globs on the command line (v2 command subject;
+            ``terminal/create`` command and args joined by spaces).
+        cwd: globs on the command's working directory (normalised).
+        path: globs on an ``fs/*`` request's path (normalised).
+        inside_workspace: the path or cwd is (True) / is not (False) inside
+            the session's cwd or additional directories.
+        option: option kinds to answer with, in order of preference
+            (``None``: :data:`DEFAULT_OPTIONS` of the action).
+        ask_timeout_seconds: ``ask`` rules on ``session/request_permission``
+            only: answer ``cancelled`` when the client has not answered by then.
+
+    Raises:
+        InvalidValue: a bad value, or a rule that can never match or whose
+            keys contradict its action or method.
+    """
+
+    action: RuleAction = attrs.field(validator=_one_of(_ACTIONS))
+    name: str | None = attrs.field(default=None, validator=_rule_name)
+    method: RuleMethod = attrs.field(
+        default="session/request_permission", validator=_one_of(PERMISSION_METHODS)
+    )
+    session: list[str] | None = attrs.field(default=None, validator=_globs)
+    child: bool | None = None
+    parent: list[str] | None = attrs.field(default=None, validator=_globs)
+    tool_name: list[str] | None = attrs.field(default=None, validator=_globs)
+    tool_kind: list[str] | None = attrs.field(default=None, validator=_globs)
+    tool_title: list[str] | None = attrs.field(default=None, validator=_globs)
+    raw_input: dict[str, list[str]] | None = attrs.field(default=None, validator=_raw_input)
+    command: list[str] | None = attrs.field(default=None, validator=_globs)
+    cwd: list[str] | None = attrs.field(default=None, validator=_globs)
+    path: list[str] | None = attrs.field(default=None, validator=_globs)
+    inside_workspace: bool | None = None
+    option: list[OptionKind] | None = attrs.field(default=None, validator=_option_kinds)
+    ask_timeout_seconds: float | None = attrs.field(default=None, validator=_timeout)
+
+    def __attrs_post_init__(self) -> None:
+        usable = RULE_MATCHERS[self.method]
+        given = [f.name for f in attrs.fields(PermissionRule) if f.name in _MATCHER_NAMES]
+        given = [name for name in given if getattr(self, name) is not None]
+        for name in given:
+            if name not in usable:
+                raise InvalidValue(
+                    f"can never match: a {self.method} request has no {_SUBJECT[name]}", (name,)
+                )
+        tool = [name for name in given if name in _TOOL]
+        command = [name for name in given if name in (*_COMMAND, "inside_workspace")]
+        if self.method == "session/request_permission" and tool and command:
+            raise InvalidValue(
+                f"can never match: {tool[0]} reads a tool_call subject and {command[0]} a "
+                "command subject, and a request has one subject",
+                (command[0],),
+            )
+        if self.child is False and self.parent is not None:
+            raise InvalidValue("can never match: parent implies child = true", ("parent",))
+        if self.option is not None:
+            if self.method != "session/request_permission":
+                raise InvalidValue(
+                    f"only session/request_permission is answered with an option, not "
+                    f"{self.method}",
+                    ("option",),
+                )
+            if self.action == "ask":
+                raise InvalidValue(
+                    "an ask rule forwards the request: option is for allow and deny", ("option",)
+                )
+            prefix = "allow_" if self.action == "allow" else "reject_"
+            for index, kind in enumerate(self.option):
+                if not kind.startswith(prefix):
+                    raise InvalidValue(
+                        f"a {self.action} rule answers with {prefix}once or {prefix}always, "
+                        f"not {kind!r}",
+                        ("option", index),
+                    )
+        if self.ask_timeout_seconds is not None:
+            if self.action != "ask":
+                raise InvalidValue(
+                    f"only an ask rule waits for the client, not {self.action!r}",
+                    ("ask_timeout_seconds",),
+                )
+            if self.method != "session/request_permission":
+                raise InvalidValue(
+                    f"only session/request_permission can time out (answered cancelled), "
+                    f"not {self.method}",
+                    ("ask_timeout_seconds",),
+                )
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The option kinds to answer with, in order of preference (empty for ``ask``)."""
+        if self.option is not None:
+            return tuple(self.option)
+        return DEFAULT_OPTIONS.get(self.action, ())
+
+
+_MATCHER_NAMES = frozenset((*_WHO, *_TOOL, *_COMMAND, "path", "inside_workspace"))
+#: What a matcher reads, for "can never match" messages.
+_SUBJECT = {
+    "session": "session",
+    "child": "session",
+    "parent": "session",
+    "tool_name": "tool call (tool_name reads session/request_permission)",
+    "tool_kind": "tool call (tool_kind reads session/request_permission)",
+    "tool_title": "tool call (tool_title reads session/request_permission)",
+    "raw_input": "tool call (raw_input reads session/request_permission)",
+    "command": "command line (command reads terminal/create or session/request_permission)",
+    "cwd": "command cwd (cwd reads terminal/create or session/request_permission)",
+    "path": "path (path reads fs/read_text_file and fs/write_text_file)",
+    "inside_workspace": "path or cwd",
+}
+
+
+def _unique_names(_inst: Any, attr: attrs.Attribute[Any], value: list[PermissionRule]) -> None:
+    seen: dict[str, int] = {}
+    for index, rule in enumerate(value):
+        if rule.name is None:
+            continue
+        if rule.name in seen:
+            raise InvalidValue(
+                f"rule name {rule.name!r} is already used by rules[{seen[rule.name]}]",
+                (attr.name, index, "name"),
+            )
+        seen[rule.name] = index
+
+
+@attrs.frozen
+class PermissionsConfig:
+    """What an agent may ask of the client (issue 19; ``[[permissions.rules]]``).
+
+    Attributes:
+        rules: evaluated in order; if any matching rule denies, the first
+            matching deny decides, else the first matching rule; none = ask.
+        refuse_code: JSON-RPC error code of the proxy's answer to a refused
+            ``fs/*`` or ``terminal/create`` request.
+    """
+
+    rules: list[PermissionRule] = attrs.field(factory=list, validator=_unique_names)
+    refuse_code: int = -32600
+
+
 @attrs.frozen
 class Config:
     """The whole configuration (``config/default.toml`` documents every key)."""
@@ -341,3 +643,4 @@ class Config:
     audit: AuditConfig = attrs.field(factory=AuditConfig)
     process: ProcessConfig = attrs.field(factory=ProcessConfig)
     listen: ListenConfig = attrs.field(factory=ListenConfig)
+    permissions: PermissionsConfig = attrs.field(factory=PermissionsConfig)

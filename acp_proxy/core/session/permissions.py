@@ -1,0 +1,544 @@
+"""Permission rules: what an untrusted agent may ask of the client (issue 19).
+
+Pure: no IO, no clock, no trio. The rules are ``[[permissions.rules]]``
+(:class:`~acp_proxy.config.model.PermissionRule`; syntax and semantics in
+``config/examples/permissions.toml``); this module matches an agent->client
+request against them and builds the proxy's answers.
+
+How the engine uses it
+----------------------
+1. **Policy.** ``policy = Policy(cfg.permissions)`` when the config is
+   loaded or reloaded (the policy holds nothing per session, so a reload
+   just replaces it). ``policy.active`` is False without rules: skip the rest.
+2. **Workspaces.** Keep ``workspaces: dict[str, Workspace]``. For a client
+   ``session/new`` request keep ``workspace_from_params(params)`` under the
+   request id, and store it under ``result.sessionId`` when the agent's
+   answer succeeds; for ``session/load`` / ``session/resume`` store it under
+   ``params.sessionId`` at request time (replayed history may ask already),
+   and forget it if the answer is an error or the session closes. Bound it
+   like the registry's ordinary sessions.
+3. **Decide.** For an agent *request* with ``policy.governs(method)``:
+   ``ctx = session_context(msg.session_id, registry, workspaces)`` and
+   ``d = policy.decide(ctx, msg.method, msg.params, protocol_version=v)``.
+   Then by ``d.disposition``:
+
+   - ``"answer"``: send ``answer_frame(msg.id, d)`` to the agent; never
+     forward the request; a later ``$/cancel_request`` for it is dropped
+     (audited), not forwarded.
+   - ``"refuse"``: send ``answer_frame(msg.id, d)`` (a JSON-RPC error naming
+     the rule) to the agent; never forward.
+   - ``"forward"``: forward unchanged. If ``d.ask_timeout_seconds`` is set,
+     start a timer; on expiry with the request still in flight send
+     ``cancelled_frame(msg.id)`` to the agent (optionally a
+     ``$/cancel_request`` to the client) and drop the client's late answer.
+
+   Audit ``d.audit_event`` (``"permission_decided"`` / ``"request_refused"``,
+   ``None`` when no rule matched) with ``d.audit_fields(include_content=...)``
+   plus the request ``id`` and the direction.
+
+Matching (see :class:`Policy` for the decision among rules)
+-----------------------------------------------------------
+- String matchers are :func:`fnmatch.fnmatchcase` globs: case-sensitive,
+  ``*`` also crosses ``/`` (so ``**`` is ``*``), ``?``, ``[...]``, ``[!...]``;
+  a list matches when any pattern does. A matcher reading a field the
+  request lacks (or holds as a non-string) does not match.
+- ``session`` reads the context's session id, ``child`` / ``parent`` its
+  place in the child tree.
+- ``tool_*`` / ``raw_input`` read the tool call: v2 ``subject.toolCall``
+  (``subject.type == "tool_call"``), v1 ``toolCall``. ``raw_input`` reads a
+  top-level ``rawInput`` key: a string as is, an array of strings joined by
+  single spaces (as an argv), anything else does not match.
+- ``command`` reads v2 ``subject.command`` (``subject.type == "command"``)
+  or, for ``terminal/create``, ``command`` and ``args`` joined by single
+  spaces; ``cwd`` the command's cwd (``terminal/create`` without ``cwd``:
+  the session's cwd, where the client runs it).
+- Paths and cwds are resolved lexically before any matcher reads them: a
+  relative one is joined to the session cwd, then :func:`posixpath.normpath`
+  folds ``.``, ``..`` and repeated ``/``. The filesystem is never touched,
+  so a symbolic link inside the workspace that points outside is not seen.
+- ``inside_workspace``: the resolved path is one of the workspace roots (the
+  session's absolute ``cwd`` and ``additionalDirectories``) or below one
+  (``/ws-2/x`` is not inside ``/ws``). A path that cannot be resolved (a
+  relative path and no known cwd) is not inside any workspace: an
+  ``inside_workspace = false`` deny rule refuses it (fail closed), an
+  ``inside_workspace = true`` rule does not match.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+import attrs
+
+from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
+from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
+
+__all__ = [
+    "Decision",
+    "Policy",
+    "SessionContext",
+    "Workspace",
+    "answer_frame",
+    "cancelled_frame",
+    "session_context",
+    "workspace_from_params",
+]
+
+Disposition = Literal["answer", "refuse", "forward"]
+
+_REQUEST_PERMISSION = "session/request_permission"
+
+
+@attrs.frozen
+class Workspace:
+    """A session's workspace, as the client gave it in session/new | load | resume.
+
+    Attributes:
+        cwd: the session's working directory (absolute), or ``None`` unknown.
+        additional_directories: further workspace roots.
+    """
+
+    cwd: str | None = None
+    additional_directories: tuple[str, ...] = ()
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The absolute roots, normalised (relative or empty ones are ignored)."""
+        candidates = (self.cwd or "", *self.additional_directories)
+        return tuple(_normpath(root) for root in candidates if root.startswith("/"))
+
+    def resolve(self, path: str) -> str | None:
+        """``path`` made absolute against ``cwd`` and normalised, or ``None`` if it cannot be."""
+        if not path:
+            return None
+        if not path.startswith("/"):
+            if not self.cwd or not self.cwd.startswith("/"):
+                return None
+            path = posixpath.join(self.cwd, path)
+        return _normpath(path)
+
+    def contains(self, resolved: str | None) -> bool:
+        """True when the resolved path is a root or below one."""
+        if resolved is None:
+            return False
+        for root in self.roots:
+            if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
+                return True
+        return False
+
+
+def _normpath(path: str) -> str:
+    """:func:`posixpath.normpath`, and a leading ``//`` read as ``/`` (as Linux does)."""
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def workspace_from_params(params: Mapping[str, Any] | None) -> Workspace:
+    """The workspace a client ``session/new``, ``session/load`` or ``session/resume`` gives.
+
+    Args:
+        params: the request's params (``None`` or malformed fields give an
+            empty workspace: nothing is inside it).
+
+    Returns:
+        ``cwd`` when a string, and the string items of ``additionalDirectories``.
+    """
+    if params is None:
+        return Workspace()
+    cwd = params.get("cwd")
+    extra = params.get("additionalDirectories")
+    return Workspace(
+        cwd if isinstance(cwd, str) else None,
+        tuple(d for d in extra if isinstance(d, str)) if isinstance(extra, list) else (),
+    )
+
+
+@attrs.frozen
+class SessionContext:
+    """Who is asking: the session a request names and what the proxy knows of it.
+
+    Attributes:
+        session_id: ``params.sessionId`` when a string, else ``None``.
+        child: True for a child announced with ``subagent_update``.
+        parent_id: a child's immediate parent, else ``None``.
+        workspace: the session's workspace (a child without its own cwd: its
+            nearest ancestor's).
+    """
+
+    session_id: str | None
+    child: bool = False
+    parent_id: str | None = None
+    workspace: Workspace = Workspace()
+
+
+def session_context(
+    session_id: str | None, registry: Registry, workspaces: Mapping[str, Workspace]
+) -> SessionContext:
+    """The :class:`SessionContext` of ``session_id`` from the registry and known workspaces.
+
+    A child's workspace is its own ``cwd`` (with its ``additionalDirectories``)
+    when announced, else that of its nearest ancestor that has one (an
+    ancestor child's own, or the root session's entry in ``workspaces``).
+    """
+    if session_id is None:
+        return SessionContext(None)
+    child = registry.child(session_id)
+    if child is None:
+        return SessionContext(session_id, workspace=workspaces.get(session_id, Workspace()))
+    workspace = Workspace()
+    for sid in (session_id, *registry.ancestors(session_id)):
+        record = registry.child(sid)
+        if record is not None and record.cwd is not None:
+            workspace = Workspace(record.cwd, tuple(record.additional_directories or ()))
+            break
+        if record is None:
+            workspace = workspaces.get(sid, Workspace())
+            break
+    return SessionContext(session_id, True, child.parent_id, workspace)
+
+
+@attrs.frozen
+class Decision:
+    """What the proxy does with one governed agent request.
+
+    Attributes:
+        method: the request's method.
+        action: the effective action: ``"allow"`` / ``"deny"`` when the proxy
+            decides (request_permission: answered with ``option_id``; fs /
+            terminal: ``deny`` refuses, ``allow`` forwards), ``"ask"`` when
+            the client decides (no rule, an ask rule, or an allow / deny rule
+            none of whose option kinds the agent offered).
+        rule: the deciding rule's name, or ``rules[N]`` (0-based) when it has
+            none; ``None`` when no rule matched.
+        rule_action: the deciding rule's own action (``None`` without a rule);
+            differs from ``action`` only on the no-fitting-option fallback.
+        option_id: the offered ``optionId`` the proxy answers with.
+        option_kind: its kind.
+        ask_timeout_seconds: answer ``cancelled`` if the client has not
+            answered by then (forwarded requests only).
+        error_code: JSON-RPC code of a refusal.
+        reason: why, in a few words (for the audit log and refusals).
+        facts: what the rules read from the request (tool name / kind /
+            title, command, cwd, path): content, audited only when asked.
+    """
+
+    method: str
+    action: Literal["allow", "deny", "ask"]
+    rule: str | None = None
+    rule_action: str | None = None
+    option_id: str | None = None
+    option_kind: str | None = None
+    ask_timeout_seconds: float | None = None
+    error_code: int | None = None
+    reason: str = "no rule matched"
+    facts: Mapping[str, str] = attrs.field(factory=dict)
+
+    @property
+    def disposition(self) -> Disposition:
+        """``"answer"`` (the proxy answers with an option), ``"refuse"`` (the proxy
+        answers with an error) or ``"forward"`` (the client gets the request)."""
+        if self.option_id is not None:
+            return "answer"
+        if self.error_code is not None:
+            return "refuse"
+        return "forward"
+
+    @property
+    def audit_event(self) -> str | None:
+        """``"request_refused"`` for a refusal, ``"permission_decided"`` when a rule
+        matched, ``None`` when none did (nothing to record)."""
+        if self.error_code is not None:
+            return "request_refused"
+        return None if self.rule is None else "permission_decided"
+
+    def audit_fields(
+        self, session_id: str | None, *, include_content: bool = False
+    ) -> dict[str, Any]:
+        """The audit record's fields (``None`` values are left out on output).
+
+        Args:
+            session_id: the request's session.
+            include_content: also record :attr:`facts` (``audit.include_content``).
+        """
+        fields: dict[str, Any] = {
+            "sessionId": session_id,
+            "method": self.method,
+            "rule": self.rule,
+            "action": self.action,
+            "ruleAction": self.rule_action if self.rule_action != self.action else None,
+            "optionId": self.option_id,
+            "optionKind": self.option_kind,
+            "askTimeoutSeconds": self.ask_timeout_seconds,
+            "reason": self.reason,
+        }
+        if include_content and self.facts:
+            fields["content"] = dict(self.facts)
+        return fields
+
+
+class Policy:
+    """The compiled ``[permissions]`` section.
+
+    Decision among rules (``config/examples/permissions.toml``): only rules
+    for the request's method are read; if any matching rule is ``deny``, the
+    first matching deny decides (deny wins wherever both match); otherwise
+    the first matching rule; no matching rule means ``ask``.
+    """
+
+    def __init__(self, config: PermissionsConfig) -> None:
+        self.config = config
+        self._by_method: dict[str, list[tuple[str, PermissionRule]]] = {
+            method: [] for method in PERMISSION_METHODS
+        }
+        for index, rule in enumerate(config.rules):
+            label = rule.name if rule.name is not None else f"rules[{index}]"
+            self._by_method[rule.method].append((label, rule))
+
+    @property
+    def active(self) -> bool:
+        """True when there is at least one rule."""
+        return bool(self.config.rules)
+
+    def governs(self, method: str | None) -> bool:
+        """True for the agent->client methods a rule may govern."""
+        return method in self._by_method
+
+    def decide(
+        self,
+        context: SessionContext,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        protocol_version: int | None = None,
+    ) -> Decision:
+        """Decides one agent request.
+
+        Args:
+            context: who is asking (:func:`session_context`).
+            method: the request's method (one :meth:`governs`; any other is ``ask``).
+            params: its params (``None`` or malformed fields: matchers that
+                read them do not match).
+            protocol_version: the negotiated version: 1 reads
+                ``toolCall``, 2 reads ``subject``; ``None`` reads ``subject``
+                when the request has one, else ``toolCall``.
+
+        Returns:
+            The :class:`Decision`; never raises on any params.
+        """
+        rules = self._by_method.get(method)
+        if not rules:
+            return Decision(method, "ask")
+        facts = _facts(method, params or {}, context, protocol_version)
+        chosen: tuple[str, PermissionRule] | None = None
+        for label, rule in rules:
+            if _matches(rule, facts, context):
+                if rule.action == "deny":
+                    chosen = (label, rule)
+                    break
+                if chosen is None:
+                    chosen = (label, rule)
+        if chosen is None:
+            return Decision(method, "ask", facts=facts.audit)
+        label, rule = chosen
+        base = Decision(
+            method, rule.action, label, rule.action, reason=f"rule {label}", facts=facts.audit
+        )
+        if rule.action == "ask":
+            return attrs.evolve(base, ask_timeout_seconds=rule.ask_timeout_seconds)
+        if method != _REQUEST_PERMISSION:
+            if rule.action == "deny":
+                return attrs.evolve(base, error_code=self.config.refuse_code)
+            return base
+        picked = choose_option((params or {}).get("options"), rule.options)
+        if picked is None:
+            wanted = " or ".join(rule.options)
+            return attrs.evolve(
+                base, action="ask", reason=f"rule {label}: the agent offered no {wanted} option"
+            )
+        return attrs.evolve(base, option_id=picked[0], option_kind=picked[1])
+
+
+def choose_option(options: object, kinds: Sequence[str]) -> tuple[str, str] | None:
+    """The first offered option whose kind comes first in ``kinds``.
+
+    Args:
+        options: the request's ``options`` (anything: only a list of objects
+            with a string ``optionId`` and ``kind`` is read).
+        kinds: acceptable kinds, most preferred first.
+
+    Returns:
+        ``(optionId, kind)`` of an offered option, or ``None`` when none fits.
+        An ``optionId`` offered more than once with different kinds is never
+        chosen (its meaning to the agent is ambiguous).
+    """
+    if not isinstance(options, list):
+        return None
+    offered: list[tuple[str, str]] = []
+    kind_of: dict[str, str | None] = {}
+    for option in options:
+        if not isinstance(option, dict):
+            continue
+        oid, kind = option.get("optionId"), option.get("kind")
+        if not isinstance(oid, str) or not isinstance(kind, str):
+            continue
+        if oid in kind_of and kind_of[oid] != kind:
+            kind_of[oid] = None  # ambiguous: never chosen
+        else:
+            kind_of.setdefault(oid, kind)
+        offered.append((oid, kind))
+    for wanted in kinds:
+        for oid, kind in offered:
+            if kind == wanted and kind_of[oid] == kind:
+                return oid, kind
+    return None
+
+
+# --- facts and matching --------------------------------------------------------
+
+
+@attrs.frozen
+class _Facts:
+    """What the matchers read from one request (``None``: the request lacks it)."""
+
+    tool: Mapping[str, Any] | None = None
+    command: str | None = None
+    cwd: str | None = None  # resolved
+    path: str | None = None  # resolved
+    has_location: bool = False  # a path or cwd the request names (resolved or not)
+    audit: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _facts(
+    method: str, params: Mapping[str, Any], context: SessionContext, version: int | None
+) -> _Facts:
+    ws = context.workspace
+    if method == _REQUEST_PERMISSION:
+        subject = params.get("subject")
+        if version == 1 or (version is None and "subject" not in params):
+            tool = params.get("toolCall")
+        elif isinstance(subject, dict) and subject.get("type") == "tool_call":
+            tool = subject.get("toolCall")
+        elif isinstance(subject, dict) and subject.get("type") == "command":
+            command, raw_cwd = _str(subject.get("command")), _str(subject.get("cwd"))
+            cwd = ws.resolve(raw_cwd) if raw_cwd is not None else None
+            audit = {"command": command or "", "cwd": raw_cwd or ""}
+            return _Facts(None, command, cwd, None, raw_cwd is not None, _clean(audit))
+        else:
+            tool = None
+        if not isinstance(tool, dict):
+            return _Facts()
+        audit = {k: tool[k] for k in ("name", "kind", "title") if isinstance(tool.get(k), str)}
+        return _Facts(tool, audit=audit)
+    if method == "terminal/create":
+        command = _command_line(params.get("command"), params.get("args"))
+        raw_cwd = params.get("cwd")
+        if raw_cwd is None:
+            raw_cwd = ws.cwd  # the client runs it in the session's cwd
+        raw_cwd = _str(raw_cwd)
+        cwd = ws.resolve(raw_cwd) if raw_cwd is not None else None
+        audit = {"command": command or "", "cwd": raw_cwd or ""}
+        return _Facts(None, command, cwd, None, True, _clean(audit))
+    raw_path = _str(params.get("path"))
+    path = ws.resolve(raw_path) if raw_path is not None else None
+    return _Facts(path=path, has_location=raw_path is not None, audit=_clean({"path": raw_path}))
+
+
+def _clean(fields: Mapping[str, str | None]) -> dict[str, str]:
+    return {k: v for k, v in fields.items() if v}
+
+
+def _command_line(command: object, args: object) -> str | None:
+    """``command`` and ``args`` joined by single spaces; ``None`` when malformed."""
+    if not isinstance(command, str):
+        return None
+    if args is None:
+        return command
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        return None
+    return " ".join([command, *args])
+
+
+def _glob(value: str | None, patterns: Sequence[str]) -> bool:
+    return value is not None and any(fnmatchcase(value, p) for p in patterns)
+
+
+def _raw_value(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return " ".join(value)
+    return None
+
+
+def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bool:
+    """Every matcher the rule gives matches (AND)."""
+    if rule.session is not None and not _glob(context.session_id, rule.session):
+        return False
+    if rule.child is not None and rule.child != context.child:
+        return False
+    if rule.parent is not None and not (context.child and _glob(context.parent_id, rule.parent)):
+        return False
+    tool = facts.tool
+    for key, patterns in (
+        ("name", rule.tool_name),
+        ("kind", rule.tool_kind),
+        ("title", rule.tool_title),
+    ):
+        if patterns is not None and (tool is None or not _glob(_str(tool.get(key)), patterns)):
+            return False
+    if rule.raw_input is not None:
+        raw = tool.get("rawInput") if tool is not None else None
+        if not isinstance(raw, dict):
+            return False
+        for key, patterns in rule.raw_input.items():
+            if not _glob(_raw_value(raw.get(key)), patterns):
+                return False
+    if rule.command is not None and not _glob(facts.command, rule.command):
+        return False
+    if rule.cwd is not None and not _glob(facts.cwd, rule.cwd):
+        return False
+    if rule.path is not None and not _glob(facts.path, rule.path):
+        return False
+    if rule.inside_workspace is not None:
+        if not facts.has_location:
+            return False  # nothing to place: a tool_call subject, no path at all
+        located = facts.path if rule.method.startswith("fs/") else facts.cwd
+        if context.workspace.contains(located) != rule.inside_workspace:
+            return False
+    return True
+
+
+# --- answers -------------------------------------------------------------------
+
+
+def answer_frame(rid: JsonId, decision: Decision) -> bytes:
+    """The proxy's answer to the agent for an ``"answer"`` or ``"refuse"`` decision.
+
+    ``"answer"``: ``{"outcome": {"outcome": "selected", "optionId": ...}}``
+    (the same in v1 and v2). ``"refuse"``: a JSON-RPC error whose message
+    names the rule and whose ``data`` holds ``rule``, ``method``.
+
+    Raises:
+        ValueError: the decision forwards the request (nothing to answer).
+    """
+    if decision.option_id is not None:
+        outcome = {"outcome": "selected", "optionId": decision.option_id}
+        return dumps({"jsonrpc": "2.0", "id": rid, "result": {"outcome": outcome}})
+    if decision.error_code is not None:
+        message = f"acp-proxy: {decision.method} refused by permission rule {decision.rule}"
+        data = {"rule": decision.rule, "method": decision.method}
+        return error_frame(rid, decision.error_code, message, data)
+    raise ValueError(f"a forwarded {decision.method} request has no proxy answer")
+
+
+def cancelled_frame(rid: JsonId) -> bytes:
+    """The answer to a ``session/request_permission`` whose ask timed out (v1 and v2)."""
+    return dumps({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "cancelled"}}})
