@@ -90,3 +90,38 @@ def test_installed_config_strict_prints_the_shipped_file(installed: Path, tmp_pa
     (tmp_path / "strict.toml").write_text(r.stdout)
     checked = _check([str(installed / "acp-proxy"), "check-config", "strict.toml"], tmp_path)
     assert 'on_expire = "drop"' in checked.stdout
+
+
+def _runtime_requirements(name: str, seen: set[str]) -> set[str]:
+    """Normalized names of every distribution ``name`` needs at run time, recursively."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    for line in metadata.requires(name) or []:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        dep = canonicalize_name(req.name)
+        if dep not in seen:
+            seen.add(dep)
+            _runtime_requirements(dep, seen)
+    return seen
+
+
+def test_the_image_pins_every_runtime_dependency() -> None:
+    """docker/constraints.txt pins (==) every runtime dependency; the Dockerfile uses it."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pinned: dict[str, str] = {}
+    for line in (ROOT / "docker" / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            req = Requirement(line)
+            [spec] = req.specifier
+            assert spec.operator == "==", line
+            pinned[canonicalize_name(req.name)] = spec.version
+    assert _runtime_requirements("acp-proxy", set()) <= set(pinned)
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "pip install -c /src/constraints.txt /src" in dockerfile
