@@ -1,6 +1,7 @@
 # acp-proxy in a container: serves ACP over WebSocket, one agent process per
 # connection (`--listen`). The agent runs inside this container, so build your
-# agent's image FROM this one (or `pip install` acp-proxy into the agent's image).
+# agent's image FROM this one (README, "Container", shows one for a Node agent),
+# or `pip install` acp-proxy into the agent's image.
 #
 #   docker build -t acp-proxy .
 #   docker run --rm --init -p 8765:8765 -v "$PWD/acp-config:/config:ro" acp-proxy \
@@ -13,9 +14,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml README.md LICENSE docker/constraints.txt /src/
 COPY acp_proxy /src/acp_proxy
-RUN pip install /src && rm -rf /src
+# Dependencies at the exact versions in docker/constraints.txt.
+RUN pip install -c /src/constraints.txt /src && rm -rf /src
 
 # An unprivileged user; /config is where the config file and token are mounted.
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin acp \

@@ -1,4 +1,4 @@
-"""Command line (DESIGN.md section 3, "Command line").
+"""Command line (docs/design.md section 3, "Command line").
 
 ::
 
@@ -7,26 +7,43 @@
     acp-proxy --connect ws://HOST:PORT/PATH [...]
     acp-proxy --chain [...]
     acp-proxy demo
-    acp-proxy check-config FILE
+    acp-proxy config {default,strict}
+    acp-proxy check-config FILE [-- AGENT_CMD ...]
 
-Exit status: the agent's; 2 for a usage or configuration error; 1 for an
-internal error.
+This module is the only place that maps errors to exit statuses: the
+agent's status as the proxy's; 2 for a :class:`~acp_proxy.errors.UsageError`
+(usage, configuration, a file or command the options name), printed as one
+line on stderr; 1 for a failed ``--connect`` and for an internal error.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 import trio
 
 from acp_proxy import __version__
-from acp_proxy.config import Config, ConfigError
+from acp_proxy.config import Config
+from acp_proxy.config.files import (
+    BUNDLED,
+    bundled_text,
+    check_writable,
+    expand_config_paths,
+    expand_path,
+    find_command,
+)
+from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 
-__all__ = ["main"]
+if TYPE_CHECKING:  # the shell is imported when a mode runs, not at startup
+    from acp_proxy.shell.audit import AuditLog
+
+__all__ = ["effective_config", "main"]
 
 log = logging.getLogger("acp_proxy")
 
@@ -41,16 +58,31 @@ USAGE = """
       proxy component under an ACP conductor
   acp-proxy demo [--json]
       scripted client and agent through the proxy
-  acp-proxy check-config FILE
-      validate a config file and print the effective config"""
+  acp-proxy config {default,strict}
+      print a shipped configuration file, with its comments
+  acp-proxy check-config FILE [-- AGENT_CMD ...]
+      validate a config file and what it names, print the effective config"""
+
+#: options that apply to some modes only -> the modes, as the user reads them
+_MODE_OPTIONS = {
+    "max_connections": ("--max-connections", ("listen",), "--listen"),
+    "token_file": ("--token-file", ("listen", "connect"), "--listen and --connect"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose mistakes are one :class:`UsageError` sentence."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see acp-proxy --help)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="acp-proxy",
         usage=USAGE,
         description="Transparent ACP proxy: subagent registry, capability enforcement, "
-        "hold buffer, duplicate state report removal.",
+        "hold buffer, duplicate state report removal. Paths may use ~ and $VAR.",
     )
     p.add_argument("--version", action="version", version=f"acp-proxy {__version__}")
     p.add_argument("--config", metavar="FILE", help="TOML configuration file")
@@ -80,8 +112,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(level: str, log_file: str | None) -> None:
+    """Sends the proxy's own log to stderr or ``log_file``.
+
+    Raises:
+        UsageError: ``log_file`` cannot be written.
+    """
     handler: logging.Handler
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    if log_file:
+        check_writable(log_file, "--log-file")
+        try:
+            handler = logging.FileHandler(log_file)
+        except OSError as exc:
+            raise UsageError(f"cannot write --log-file {log_file!r}: {exc.strerror}") from None
+    else:
+        handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
     root = logging.getLogger("acp_proxy")
     root.handlers[:] = [handler]
@@ -90,38 +134,52 @@ def _setup_logging(level: str, log_file: str | None) -> None:
 
 
 def effective_config(args: argparse.Namespace) -> Config:
-    """The config file (if any) with command-line overrides applied.
+    """The config file (if any) with command-line overrides applied, paths expanded.
 
     Raises:
         ConfigError: the file or an override is invalid.
+        UsageError: a path names an environment variable that is not set.
     """
     if args.config:
         from acp_proxy.config.io import load_config
 
-        cfg = load_config(args.config)
+        cfg = load_config(expand_path(args.config, "--config"))
     else:
         cfg = Config()
     try:
         if args.audit_log is not None:
-            cfg = attrs.evolve(cfg, audit=attrs.evolve(cfg.audit, path=args.audit_log))
+            path = expand_path(args.audit_log, "--audit-log")
+            cfg = attrs.evolve(cfg, audit=attrs.evolve(cfg.audit, path=path))
         if args.max_message_bytes is not None:
             cfg = attrs.evolve(
                 cfg, limits=attrs.evolve(cfg.limits, max_message_bytes=args.max_message_bytes)
             )
         if args.token_file is not None:
-            cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, token_file=args.token_file))
+            path = expand_path(args.token_file, "--token-file")
+            cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, token_file=path))
         if args.max_connections is not None:
             cfg = attrs.evolve(
                 cfg, listen=attrs.evolve(cfg.listen, max_connections=args.max_connections)
             )
     except ValueError as exc:
         raise ConfigError("command line", str(exc)) from exc
-    return cfg
+    return expand_config_paths(cfg)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acp-proxy``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except UsageError as exc:
+        print(f"acp-proxy: {exc}", file=sys.stderr)
+        return 2
+    except ConnectFailed as exc:
+        print(f"acp-proxy: {exc}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     if "--" in argv:
         cut = argv.index("--")
         opts, agent_cmd = argv[:cut], argv[cut + 1 :]
@@ -133,47 +191,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         demo_status: int = run_demo(opts[1:])
         return demo_status
     if opts and opts[0] == "check-config":
-        return _check_config(opts[1:])
-    parser = _parser()
+        return _check_config(opts[1:], agent_cmd)
+    if opts and opts[0] == "config":
+        return _print_config(opts[1:])
     try:
-        args = parser.parse_args(opts)
-    except SystemExit as exc:
+        args, extra = _parser().parse_known_args(opts)
+    except SystemExit as exc:  # --help, --version
         return 0 if exc.code == 0 else 2
-    _setup_logging(args.log_level, args.log_file)
-    try:
-        cfg = effective_config(args)
-    except ConfigError as exc:
-        print(f"acp-proxy: config error: {exc}", file=sys.stderr)
-        return 2
-    modes = sum(bool(x) for x in (args.listen, args.connect, args.chain))
-    if modes > 1:
-        print("acp-proxy: choose one of --listen, --connect, --chain", file=sys.stderr)
-        return 2
-    if (args.connect or args.chain) and agent_cmd:
-        print("acp-proxy: --connect/--chain take no agent command", file=sys.stderr)
-        return 2
-    if not (args.connect or args.chain) and not agent_cmd:
-        if args.listen or sys.stdin is None or sys.stdin.isatty():
-            print(
-                "acp-proxy: no agent command (usage: acp-proxy [options] -- AGENT_CMD ...)",
-                file=sys.stderr,
+    if extra:
+        if not extra[0].startswith("-"):
+            raise UsageError(
+                "put -- before the agent command: "
+                f"acp-proxy [options] -- {shlex.join(extra + agent_cmd)}"
             )
-            return 2
-        # No agent command and stdin is a pipe: a conductor started us as a chain component.
-        args.chain = True
-    audit = None
-    if cfg.audit.path:
-        from acp_proxy.shell.audit import AuditLog
-
-        try:
-            audit = AuditLog.open(cfg.audit.path)
-        except OSError as exc:
-            print(f"acp-proxy: cannot open audit log {cfg.audit.path!r}: {exc}", file=sys.stderr)
-            return 2
+        raise UsageError(f"unrecognized option {extra[0]} (see acp-proxy --help)")
+    mode = _mode(args, agent_cmd)
+    _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
+    cfg = effective_config(args)
+    if mode == "listen":
+        find_command(agent_cmd[0])
+    audit = _open_audit(cfg.audit.path)
     try:
-        return _run(args, cfg, agent_cmd, audit)
+        return _run(mode, args, cfg, agent_cmd, audit)
     except KeyboardInterrupt:
         return 130
+    except (UsageError, ConnectFailed):
+        raise
     except Exception:
         log.exception("internal error")
         return 1
@@ -185,47 +228,134 @@ def main(argv: Sequence[str] | None = None) -> int:
             audit.close()
 
 
-def _run(args: argparse.Namespace, cfg: Config, agent_cmd: list[str], audit: object) -> int:
-    from acp_proxy.shell.relay import AuditSink
+def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
+    """``stdio``, ``listen``, ``connect`` or ``chain``; refuses what does not fit it.
 
-    sink: AuditSink | None = audit  # type: ignore[assignment]
-    if args.listen:
-        from acp_proxy.shell.topology.listen import run_listen
+    Raises:
+        UsageError: two modes, an agent command where none is taken (or
+            none where one is needed), an option the mode does not use.
+    """
+    chosen = [m for m in ("listen", "connect", "chain") if getattr(args, m)]
+    if len(chosen) > 1:
+        raise UsageError("choose one of --listen, --connect, --chain")
+    mode = chosen[0] if chosen else "stdio"
+    if mode in ("connect", "chain") and agent_cmd:
+        raise UsageError(f"--{mode} takes no agent command: the agent is on the other side")
+    if mode in ("stdio", "listen") and not agent_cmd:
+        raise UsageError(
+            "no agent command: put it after -- (acp-proxy [options] -- AGENT_CMD ...); "
+            "under an ACP conductor, use --chain"
+        )
+    for dest, (option, modes, where) in _MODE_OPTIONS.items():
+        if getattr(args, dest) is not None and mode not in modes:
+            shown = "the stdio form" if mode == "stdio" else f"--{mode}"
+            raise UsageError(f"{option} applies to {where} only, not to {shown}")
+    return mode
 
-        status: int = trio.run(run_listen, cfg, args.listen, agent_cmd, sink)
-        return status
-    if args.connect:
-        from acp_proxy.shell.topology.listen import run_connect
 
-        status = trio.run(run_connect, cfg, args.connect, sink)
-        return status
-    if args.chain:
-        from acp_proxy.shell.topology.chain import run_chain
+def _open_audit(path: str) -> AuditLog | None:
+    """The audit log at ``path`` (``""``: none).
 
-        status = trio.run(run_chain, cfg, sink)
-        return status
-    from acp_proxy.shell.topology.stdio import run_stdio_process
+    Raises:
+        UsageError: it cannot be opened for appending.
+    """
+    if not path:
+        return None
+    from acp_proxy.shell.audit import AuditLog
 
-    status = trio.run(run_stdio_process, cfg, agent_cmd, sink)
+    check_writable(path, "audit log")
+    try:
+        return AuditLog.open(path)
+    except OSError as exc:
+        raise UsageError(f"cannot open the audit log {path!r}: {exc.strerror}") from None
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member exception groups (or ``exc``)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
+    """``trio.run(func, *args)``; a usage or connect error out of a nursery is raised bare."""
+    try:
+        status: int = trio.run(func, *args)
+    except BaseExceptionGroup as group:
+        leaf = _unwrap(group)
+        if isinstance(leaf, (UsageError, ConnectFailed)):
+            raise leaf from None
+        raise
     return status
 
 
-def _check_config(rest: list[str]) -> int:
+def _run(
+    mode: str,
+    args: argparse.Namespace,
+    cfg: Config,
+    agent_cmd: list[str],
+    audit: AuditLog | None,
+) -> int:
+    if mode == "listen":
+        from acp_proxy.shell.topology.listen import run_listen
+
+        return _trio_run(run_listen, cfg, args.listen, agent_cmd, audit)
+    if mode == "connect":
+        from acp_proxy.shell.topology.listen import run_connect
+
+        return _trio_run(run_connect, cfg, args.connect, audit)
+    if mode == "chain":
+        from acp_proxy.shell.topology.chain import run_chain
+
+        return _trio_run(run_chain, cfg, audit)
+    from acp_proxy.shell.topology.stdio import run_stdio_process
+
+    return _trio_run(run_stdio_process, cfg, agent_cmd, audit)
+
+
+def _print_config(rest: list[str]) -> int:
+    usage = f"usage: acp-proxy config {{{','.join(BUNDLED)}}}"
     if rest in (["-h"], ["--help"]):
         print(
-            "usage: acp-proxy check-config FILE\n\nValidates a TOML config file and prints "
-            "the effective config (every key).\nExit status 0 when valid, 2 otherwise."
+            f"{usage}\n\nPrints a configuration file shipped with acp-proxy, with its comments:\n"
+            "  default  every key with its default value\n"
+            "  strict   a starting point for untrusted agents\n"
+            "Start from one: acp-proxy config strict > ~/.config/acp-proxy/strict.toml"
+        )
+        return 0
+    if len(rest) != 1 or rest[0] not in BUNDLED:
+        raise UsageError(f"{usage} (got {shlex.join(rest) or 'nothing'})")
+    print(bundled_text(rest[0]), end="")
+    return 0
+
+
+def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
+    """Validates a config file and what it names; prints the effective config.
+
+    Raises:
+        UsageError: the file is invalid, the audit log's directory is not
+            writable, the token file is not readable, or the agent command
+            (when given after ``--``) is not found.
+    """
+    if rest in (["-h"], ["--help"]):
+        print(
+            "usage: acp-proxy check-config FILE [-- AGENT_CMD ...]\n\nValidates a TOML config "
+            "file and prints the effective config (every key).\nAlso checks that the audit "
+            "log can be written, the token file read, and the agent command (when given)\n"
+            "found. Exit status 0 when valid, 2 otherwise."
         )
         return 0
     if len(rest) != 1:
-        print("usage: acp-proxy check-config FILE", file=sys.stderr)
-        return 2
+        raise UsageError("usage: acp-proxy check-config FILE [-- AGENT_CMD ...]")
     from acp_proxy.config import io as config_io
+    from acp_proxy.shell.topology.ws_upgrade import read_token
 
-    try:
-        cfg = config_io.load_config(rest[0])
-    except ConfigError as exc:
-        print(f"acp-proxy: config error: {exc}", file=sys.stderr)
-        return 2
+    cfg = expand_config_paths(config_io.load_config(expand_path(rest[0], "the config file")))
+    if cfg.audit.path:
+        check_writable(cfg.audit.path, "audit.path")
+    if cfg.listen.token_file:
+        read_token(cfg.listen.token_file)
+    if agent_cmd:
+        find_command(agent_cmd[0])
     print(config_io.dump_config(cfg), end="")
     return 0

@@ -1,4 +1,9 @@
-"""The project's exception types that reach the command line (exit status 2).
+"""The project's exception types that reach the command line.
+
+``acp_proxy/cli.py`` is the only place that turns them into exit statuses:
+a :class:`UsageError` (and so a :class:`ConfigError` or :class:`StartupError`)
+is status 2, a :class:`ConnectFailed` status 1. ``str(error)`` is one
+sentence for the user, printed after ``acp-proxy: ``.
 
 :class:`ConfigError` is also importable from :mod:`acp_proxy.config`, and
 :class:`StartupError` from :mod:`acp_proxy.shell.topology.ws_upgrade`, where
@@ -7,10 +12,14 @@ they were defined before.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "StartupError"]
+__all__ = ["ConfigError", "ConnectFailed", "StartupError", "UsageError"]
 
 
-class ConfigError(ValueError):
+class UsageError(Exception):
+    """The command line or what it names is wrong (exit status 2)."""
+
+
+class ConfigError(UsageError, ValueError):
     """A configuration value is unknown, of the wrong type, or out of range.
 
     ``str(error)`` is ``"SOURCE: KEY: MESSAGE"``, leaving out the parts that
@@ -32,5 +41,9 @@ class ConfigError(ValueError):
         self.source = source
 
 
-class StartupError(Exception):
+class StartupError(UsageError):
     """A usage or configuration problem found before serving (exit status 2)."""
+
+
+class ConnectFailed(Exception):
+    """``--connect`` could not reach the agent's endpoint (exit status 1)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Hashable
 from typing import IO, Any
@@ -311,12 +312,13 @@ class AuditLog:
 
     @classmethod
     def open(cls, path: str, context: dict[str, Any] | None = None) -> AuditLog:
-        """Opens ``path`` for appending (line-buffered).
+        """Opens ``path`` for appending (line-buffered); a new file is readable by its owner only.
 
         Raises:
             OSError: the file cannot be opened.
         """
-        return cls(open(path, "a", encoding="utf-8", buffering=1), context)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return cls(open(fd, "a", encoding="utf-8", buffering=1), context)
 
     def _line(self, text: str) -> None:
         try:

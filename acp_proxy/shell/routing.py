@@ -87,11 +87,33 @@ def _log_audit(a: Audit) -> None:
         log.debug("%s", _cut(f"{a.event} {a.direction or ''} {_brief(a.fields)}"))
 
 
+def _log_held_dropped(a: Audit) -> None:
+    """A warning for held traffic dropped on expiry, as the core reports released traffic.
+
+    The core reports ``on_expire = "release"`` itself; a drop it only audits
+    (``hold_expired`` with ``reason`` ending ``; drop ...``).
+    """
+    reason = a.fields.get("reason")
+    if not isinstance(reason, str) or reason.endswith("; release"):
+        return
+    flush_log_summaries()
+    if LOG_THROTTLE.allow("agent traffic for unannounced session dropped"):
+        cause = reason.split(";", 1)[0]
+        log.warning(
+            "%s",
+            _cut(
+                f"agent traffic for unannounced session {preview(a.fields.get('sessionId'), 80)} "
+                f"dropped ({cause}, {a.fields.get('count')} messages): protocol violation"
+            ),
+        )
+
+
 def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, list[bytes]]:
     """Carries out audit and report actions; returns the sends grouped by peer.
 
-    Audit records go to ``audit`` (and, at debug level, to the log); reports
-    go to the log at their level, each line cut to :data:`LOG_LINE_LIMIT`
+    Audit records go to ``audit`` (and, at debug level, to the log; held
+    traffic dropped on expiry also as a warning); reports go to the log at
+    their level, each line cut to :data:`LOG_LINE_LIMIT`
     characters and rate-limited per kind (:data:`LOG_THROTTLE`). Sends keep
     their order within each peer.
 
@@ -114,6 +136,8 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
                 audit.write(a)
             if debug:
                 _log_audit(a)
+            if a.event == "hold_expired":
+                _log_held_dropped(a)
         elif type(a) is Report:
             _log_report(a)
     batch: dict[Peer, list[bytes]] = {}

@@ -70,25 +70,25 @@ def test_agent_that_cannot_start_exits_127() -> None:
     assert b"cannot start agent" in r.stderr
 
 
-def test_no_agent_command_on_a_pipe_runs_as_chain_component() -> None:
-    """Without an agent command, a proxy/initialize on stdin is wrapped for the successor."""
+def test_chain_mode_wraps_for_the_successor() -> None:
+    """--chain: a proxy/initialize on stdin is wrapped for the successor."""
     init = {
         "jsonrpc": "2.0",
         "id": 0,
         "method": "proxy/initialize",
         "params": {"protocolVersion": 1},
     }
-    r = run(stdin=json.dumps(init).encode() + b"\n")
+    r = run("--chain", stdin=json.dumps(init).encode() + b"\n")
     assert r.returncode == 0, r.stderr
     first = json.loads(r.stdout.splitlines()[0])
     assert first["method"] == "proxy/successor"
     assert first["params"] == {"method": "initialize", "params": {"protocolVersion": 1}}
 
 
-def test_plain_initialize_without_agent_command_explains_itself() -> None:
-    """A plain initialize without an agent command is refused with a message saying how to wrap."""
+def test_plain_initialize_in_chain_mode_explains_itself() -> None:
+    """A plain initialize in chain mode is refused with a message saying how to wrap."""
     init = {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": 1}}
-    r = run(stdin=json.dumps(init).encode() + b"\n")
+    r = run("--chain", stdin=json.dumps(init).encode() + b"\n")
     answer = json.loads(r.stdout.splitlines()[0])
     assert answer["id"] == 5
     assert answer["error"]["code"] == -32600

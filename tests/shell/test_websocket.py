@@ -29,6 +29,7 @@ from support.wskit import (
     wait_for_lines,
 )
 
+from acp_proxy.errors import StartupError
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.topology.listen import run_listen
 
@@ -109,12 +110,10 @@ async def test_token_required_on_non_loopback_bind(tmp_path: Path) -> None:
     assert [r["status"] for r in rejected] == [401, 401]
 
 
-async def test_non_loopback_bind_without_token_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    """Binding 0.0.0.0 without a token refuses to start: status 2 and a clear message."""
-    with trio.fail_after(TIMEOUT):
-        status = await run_listen(make_config(), "ws://0.0.0.0:0/acp", AGENT_CMD, None)
-    assert status == 2
-    assert "without a bearer token" in capsys.readouterr().err
+async def test_non_loopback_bind_without_token_refuses_to_start() -> None:
+    """Binding 0.0.0.0 without a token refuses to start (StartupError: status 2 in cli.py)."""
+    with trio.fail_after(TIMEOUT), pytest.raises(StartupError, match="without a bearer token"):
+        await run_listen(make_config(), "ws://0.0.0.0:0/acp", AGENT_CMD, None)
 
 
 async def test_wrong_path_and_origin_are_refused() -> None:

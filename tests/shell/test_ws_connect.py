@@ -113,7 +113,7 @@ async def test_connect_relays_a_full_turn() -> None:
 
 
 async def test_connect_sends_the_bearer_token(tmp_path: Path) -> None:
-    """--connect sends Authorization: Bearer from the token file; without it, 401 exits 1."""
+    """--connect sends Authorization: Bearer from the token file; without it, 401 exits 2."""
     token_file = tmp_path / "token"
     token_file.write_text("tok-456\n")
     with trio.fail_after(TIMEOUT):
@@ -125,8 +125,10 @@ async def test_connect_sends_the_bearer_token(tmp_path: Path) -> None:
                 assert await pipes.proc.wait() == 0
             assert seen[0].authorization == b"Bearer tok-456"
             async with connect_proxy(url) as pipes:
-                assert await pipes.proc.wait() == 1
-                assert "HTTP 401" in await read_stderr(pipes)
+                assert await pipes.proc.wait() == 2
+                err = await read_stderr(pipes)
+                assert "HTTP 401" in err
+                assert "--token-file" in err
             assert "tok-456" not in str(seen[1:])
 
 

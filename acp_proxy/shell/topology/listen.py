@@ -35,6 +35,7 @@ from trio_websocket import (
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Audit, Peer
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.errors import ConnectFailed
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.topology.stdio import agent_relay
@@ -351,23 +352,26 @@ async def run_listen(
         task_status: started with the listening URLs (for ``nursery.start``).
 
     Returns:
-        0 after a signal; 2 for a bad URL or token file, or a non-loopback
-        bind without a token; 1 when the address cannot be bound.
+        0 after a signal.
+
+    Raises:
+        StartupError: a bad URL or token file, a non-loopback bind without a
+            token, or an address that cannot be bound (in use, not local).
     """
+    target = parse_ws_url(url, default_host="127.0.0.1")
+    if target.secure:
+        raise StartupError("--listen serves ws:// only; terminate TLS in front of it")
+    token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
+    loopback = await is_loopback(target.host)
+    if token is None and not loopback:
+        raise StartupError(
+            f"refusing to listen on non-loopback address {target.host!r} without a bearer "
+            "token: set listen.token_file (--token-file), or bind 127.0.0.1"
+        )
     try:
-        target = parse_ws_url(url, default_host="127.0.0.1")
-        if target.secure:
-            raise StartupError("--listen serves ws:// only; terminate TLS in front of it")
-        token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
-        loopback = await is_loopback(target.host)
-        if token is None and not loopback:
-            raise StartupError(
-                f"refusing to listen on non-loopback address {target.host!r} without a bearer "
-                "token: set listen.token_file (--token-file), or bind 127.0.0.1"
-            )
-    except StartupError as exc:
-        print(f"acp-proxy: {exc}", file=sys.stderr)
-        return 2
+        sockets = await trio.open_tcp_listeners(target.port, host=target.host)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {url}: {exc.strerror or exc}") from None
     hosts = accepted_hosts(
         target.host,
         loopback=loopback,
@@ -379,11 +383,6 @@ async def run_listen(
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
-                try:
-                    sockets = await trio.open_tcp_listeners(target.port, host=target.host)
-                except OSError as exc:
-                    print(f"acp-proxy: cannot listen on {url}: {exc}", file=sys.stderr)
-                    return 1
                 server = WebSocketServer(
                     listener.handle,
                     # Typed as socket listeners, but only served with
@@ -416,28 +415,48 @@ async def run_connect(cfg: Config, url: str, audit: AuditSink | None) -> int:
 
     Returns:
         0 when the client closed stdin (or a signal, or the agent closed
-        normally); 1 when the connection fails or closes abnormally; 2 for a
-        bad URL or token file.
+        normally); 1 when the connection closes abnormally.
+
+    Raises:
+        StartupError: a bad URL or token file; the endpoint refused the
+            upgrade with 401, 403 or 404 (the sentence names the fix).
+        ConnectFailed: the endpoint cannot be reached or refused otherwise.
     """
-    try:
-        target = parse_ws_url(url, default_host=None)
-        token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
-    except StartupError as exc:
-        print(f"acp-proxy: {exc}", file=sys.stderr)
-        return 2
+    target = parse_ws_url(url, default_host=None)
+    token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
     headers = [(b"Authorization", b"Bearer " + token)] if token is not None else []
     client = open_stdio_transport(cfg.limits.max_message_bytes)
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             return await _connect(cfg, target, headers, client, audit, signals)
     except ConnectionRejected as exc:
-        print(f"acp-proxy: {url} refused the connection: HTTP {exc.status_code}", file=sys.stderr)
+        raise _rejection(url, target, exc.status_code) from None
     except HandshakeError as exc:
         detail = str(exc) or type(exc).__name__
-        print(f"acp-proxy: cannot connect to {url}: {detail}", file=sys.stderr)
+        raise ConnectFailed(f"cannot connect to {url}: {detail}") from None
     finally:
         await client.aclose()
-    return 1
+
+
+def _rejection(url: str, target: WsUrl, status: int) -> Exception:
+    """The error for an upgrade ``url`` refused with HTTP ``status``: what to fix, when known."""
+    refused = f"{url} refused the connection (HTTP {status})"
+    if status == 401:
+        return StartupError(
+            f"{refused}: the bearer token is missing or wrong; "
+            "pass the server's token with --token-file (listen.token_file)"
+        )
+    if status == 403:
+        return StartupError(
+            f"{refused}: the server does not allow this client's Origin; "
+            "add it to listen.allowed_origins on the server"
+        )
+    if status == 404:
+        return StartupError(
+            f"{refused}: nothing serves the path {target.path!r} there; "
+            "use the path the server was started with (--listen ws://HOST:PORT/PATH)"
+        )
+    return ConnectFailed(refused)
 
 
 async def _connect(

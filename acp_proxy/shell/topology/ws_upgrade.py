@@ -95,7 +95,8 @@ def read_token(path: str) -> bytes:
         with open(path, encoding="ascii") as file:
             token = file.read().strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise StartupError(f"cannot read token file {path!r}: {exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise StartupError(f"cannot read the token file {path!r}: {reason}") from None
     if not _TOKEN.fullmatch(token):
         raise StartupError(f"token file {path!r} must hold one token of visible ASCII characters")
     return token.encode("ascii")

@@ -1,0 +1,295 @@
+"""Mistakes end in one sentence on stderr, not a traceback (issue 20).
+
+Each test runs ``python -m acp_proxy`` as an editor would and checks the exit
+status (2 for usage and configuration errors), that stderr is one line
+starting ``acp-proxy:`` naming the fix, and that no traceback is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+import trio
+from trio_websocket import WebSocketRequest, serve_websocket
+
+from acp_proxy.config import Config
+from acp_proxy.config.files import bundled_text
+from acp_proxy.config.io import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def run(
+    *args: str,
+    stdin: bytes = b"",
+    env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
+    timeout: float = 30,
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [PY, "-m", "acp_proxy", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def one_sentence(r: subprocess.CompletedProcess[bytes], status: int, *words: str) -> str:
+    """Asserts the status, one ``acp-proxy:`` line on stderr holding ``words``, no traceback."""
+    err = r.stderr.decode()
+    assert r.returncode == status, err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("acp-proxy: ")
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+# --- files the options name -----------------------------------------------
+
+
+def test_log_file_in_a_missing_directory(tmp_path: Path) -> None:
+    r = run("--log-file", str(tmp_path / "no" / "proxy.log"), "--", PY, "-c", "pass")
+    one_sentence(r, 2, "--log-file", "does not exist")
+
+
+def test_log_file_that_is_a_directory(tmp_path: Path) -> None:
+    r = run("--log-file", str(tmp_path), "--", PY, "-c", "pass")
+    one_sentence(r, 2, "--log-file", "is a directory")
+
+
+def test_audit_log_in_a_missing_directory(tmp_path: Path) -> None:
+    r = run("--audit-log", str(tmp_path / "no" / "audit.jsonl"), "--", PY, "-c", "pass")
+    one_sentence(r, 2, "audit log", "does not exist")
+
+
+def test_tilde_and_variables_are_expanded_in_path_options(tmp_path: Path) -> None:
+    """Editors start the proxy without a shell: the proxy expands ``~`` and ``$VAR`` itself."""
+    home, logs = tmp_path / "home", tmp_path / "logs"
+    home.mkdir()
+    logs.mkdir()
+    r = run(
+        "--audit-log",
+        "~/audit.jsonl",
+        "--log-file",
+        "$ACP_TEST_LOGS/proxy.log",
+        "--",
+        PY,
+        "-c",
+        "pass",
+        env={"HOME": str(home), "ACP_TEST_LOGS": str(logs)},
+    )
+    assert r.returncode == 0, r.stderr
+    assert (home / "audit.jsonl").exists()
+    assert (logs / "proxy.log").exists()
+
+
+def test_variables_are_expanded_in_config_paths(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[audit]\npath = "${ACP_TEST_LOGS}/audit.jsonl"\n')
+    env = {"ACP_TEST_LOGS": "/tmp", "ACP_TEST_CFG": str(cfg)}
+    r = run("check-config", "$ACP_TEST_CFG", env=env)
+    assert r.returncode == 0, r.stderr
+    assert b'path = "/tmp/audit.jsonl"' in r.stdout
+
+
+def test_an_unset_variable_is_named(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [PY, "-m", "acp_proxy", "--audit-log", "$ACP_TEST_UNSET/a.jsonl", "--", PY, "-c", "pass"],
+        capture_output=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "ACP_TEST_UNSET"},
+    )
+    one_sentence(r, 2, "--audit-log", "ACP_TEST_UNSET", "unset")
+    assert not list(tmp_path.iterdir())
+
+
+def test_audit_log_is_created_readable_by_its_owner_only(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    r = run("--audit-log", str(audit), "--", PY, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(audit.stat().st_mode) == 0o600
+
+
+# --- the command line itself ----------------------------------------------
+
+
+def test_agent_command_without_the_separator_names_the_fix() -> None:
+    r = run("--log-level", "info", "my-agent", "--acp")
+    one_sentence(r, 2, "put -- before the agent command", "-- my-agent --acp")
+
+
+def test_unknown_option_is_one_line() -> None:
+    one_sentence(run("--no-such-flag", "--", "true"), 2, "--no-such-flag")
+
+
+def test_bad_option_value_is_one_line() -> None:
+    one_sentence(run("--log-level", "loud", "--", "true"), 2, "--log-level", "loud")
+
+
+def test_no_arguments_on_a_pipe_is_not_chain_mode() -> None:
+    """Chain mode needs --chain: a pipe without an agent command is a usage error."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "proxy/initialize", "params": {}}
+    r = run(stdin=json.dumps(init).encode() + b"\n")
+    one_sentence(r, 2, "no agent command", "--chain")
+    assert r.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--max-connections", "4", "--", "true"], ["--max-connections", "--listen only"]),
+        (["--token-file", "t", "--", "true"], ["--token-file", "--listen and --connect"]),
+        (["--chain", "--token-file", "t"], ["--token-file", "--chain"]),
+        (["--connect", "ws://127.0.0.1:1/", "--max-connections", "2"], ["--max-connections"]),
+        (["--connect", "ws://127.0.0.1:1/", "--", "agent"], ["--connect takes no agent command"]),
+        (["--chain", "--", "agent"], ["--chain takes no agent command"]),
+    ],
+)
+def test_options_that_do_not_apply_to_the_mode_are_refused(
+    args: list[str], words: list[str]
+) -> None:
+    one_sentence(run(*args), 2, *words)
+
+
+# --- check-config checks what the config names ----------------------------
+
+
+def test_check_config_checks_the_audit_directory(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[audit]\npath = "{tmp_path}/missing/audit.jsonl"\n')
+    one_sentence(run("check-config", str(cfg)), 2, "audit.path", "does not exist")
+
+
+def test_check_config_checks_the_token_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[listen]\ntoken_file = "{tmp_path}/token"\n')
+    one_sentence(run("check-config", str(cfg)), 2, "token file", "No such file")
+    (tmp_path / "token").write_text("s3cret\n")
+    assert run("check-config", str(cfg)).returncode == 0
+
+
+def test_check_config_checks_the_agent_command(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("")
+    r = run("check-config", str(cfg), "--", "no-such-agent-acp-test", "--acp")
+    one_sentence(r, 2, "'no-such-agent-acp-test'", "not found on PATH")
+    r = run("check-config", str(cfg), "--", "/nonexistent/agent")
+    one_sentence(r, 2, "'/nonexistent/agent'", "does not exist")
+    assert run("check-config", str(cfg), "--", PY, "-c", "pass").returncode == 0
+
+
+# --- the WebSocket modes ---------------------------------------------------
+
+
+def test_listen_checks_the_agent_command_before_listening() -> None:
+    r = run("--listen", "ws://127.0.0.1:0/acp", "--", "no-such-agent-acp-test")
+    one_sentence(r, 2, "'no-such-agent-acp-test'", "not found on PATH")
+
+
+def test_listen_on_an_address_in_use_is_a_usage_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run("--listen", f"ws://127.0.0.1:{port}/acp", "--", PY, "-c", "pass")
+    one_sentence(r, 2, "cannot listen on", "in use")
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        (401, ["HTTP 401", "--token-file"]),
+        (403, ["HTTP 403", "listen.allowed_origins"]),
+        (404, ["HTTP 404", "'/acp'", "path"]),
+    ],
+)
+async def test_connect_explains_a_refused_upgrade(status: int, words: list[str]) -> None:
+    async def refuse(request: WebSocketRequest) -> None:
+        await request.reject(status)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve_websocket, refuse, "127.0.0.1", 0, None)
+            url = f"ws://127.0.0.1:{server.port}/acp"
+            r = await trio.run_process(
+                [PY, "-m", "acp_proxy", "--connect", url],
+                stdin=b"",
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                cwd=ROOT,
+            )
+            nursery.cancel_scope.cancel()
+    one_sentence(r, 2, *words)
+
+
+# --- held traffic dropped is reported as released traffic is ----------------
+
+#: an agent that sends an update for a session it never established, then waits
+_EARLY_AGENT = (
+    "import sys, time\n"
+    'sys.stdout.write(\'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+    '"sess_ghost","update":{"sessionUpdate":"agent_message_chunk","content":'
+    '{"type":"text","text":"boo"}}}}\\n\')\n'
+    "sys.stdout.flush()\n"
+    "time.sleep(1.5)\n"
+)
+
+
+@pytest.mark.parametrize("policy", ["drop", "release"])
+def test_held_traffic_expiring_is_reported_at_the_default_level(
+    tmp_path: Path, policy: str
+) -> None:
+    """``on_expire = "drop"`` (strict) says so on stderr, as ``"release"`` always did."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[hold]\ntimeout_seconds = 0.2\non_expire = "{policy}"\n')
+    proc = subprocess.Popen(
+        [PY, "-m", "acp_proxy", "--config", str(cfg), "--", PY, "-c", _EARLY_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    out, err = proc.communicate(timeout=30)  # stdin stays open until the agent has exited
+    assert proc.returncode == 0, err
+    lines = [line for line in err.decode().splitlines() if "sess_ghost" in line]
+    assert len(lines) == 1, err
+    verb = "dropped" if policy == "drop" else "released"
+    assert verb in lines[0]
+    assert "timeout" in lines[0]
+    assert (b"sess_ghost" in out) == (policy == "release")
+
+
+# --- shipped configurations -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["default", "strict"])
+def test_config_prints_the_shipped_file_with_comments(name: str, tmp_path: Path) -> None:
+    r = run("config", name, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert text == bundled_text(name)
+    assert text.startswith("# acp-proxy configuration")
+    assert text == (ROOT / "config" / f"{name}.toml").read_text()  # the repository's copy
+    (tmp_path / "c.toml").write_text(text)
+    loaded = load_config(tmp_path / "c.toml")
+    assert (loaded == Config()) == (name == "default")
+
+
+def test_config_with_an_unknown_name_is_one_line() -> None:
+    one_sentence(run("config", "loose"), 2, "default,strict", "loose")

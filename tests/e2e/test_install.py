@@ -1,0 +1,127 @@
+"""The package installs from a built wheel and runs without the repository (issue 20).
+
+The wheel is built from a copy of the sources (never in the working tree)
+without build isolation, so no index is needed; it is installed, not
+editable, into a fresh venv without pip. The venv reaches the dependencies
+already installed in the test environment through a ``.pth`` line (a plain
+path: the editable finder of the test environment is not loaded), and runs
+from a directory outside the repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "acp_proxy")
+
+
+def _copy_sources(dest: Path) -> None:
+    for name in SOURCES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dest / name)
+
+
+def _check(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, f"{cmd}: {r.stdout}\n{r.stderr}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin`` directory of a fresh venv with acp-proxy installed from its wheel."""
+    top = tmp_path_factory.mktemp("install")
+    src, wheels, venv = top / "src", top / "wheels", top / "venv"
+    src.mkdir()
+    _copy_sources(src)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _check([*pip, "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels)], src)
+    [wheel] = wheels.glob("acp_proxy-*.whl")
+    _check([sys.executable, "-m", "venv", "--without-pip", str(venv)], top)
+    python = venv / "bin" / "python"
+    _check([*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)], top)
+    site = _check(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], top
+    )
+    deps = sysconfig.get_path("purelib")  # where trio, attrs, ... are in this environment
+    (Path(site.stdout.strip()) / "acp_proxy_test_deps.pth").write_text(deps + "\n")
+    return venv / "bin"
+
+
+def test_the_wheel_holds_the_configs_and_the_license(installed: Path) -> None:
+    wheel = next((installed.parent.parent / "wheels").glob("*.whl"))
+    names = set(
+        subprocess.run(
+            [sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True
+        ).stdout.split()
+    )
+    assert {"acp_proxy/config/default.toml", "acp_proxy/config/strict.toml"} <= names
+    assert any(n.endswith("/LICENSE") for n in names)
+    assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
+
+
+def test_installed_package_is_the_wheel_not_the_checkout(installed: Path) -> None:
+    r = _check(
+        [str(installed / "python"), "-c", "import acp_proxy; print(acp_proxy.__file__)"], installed
+    )
+    assert Path(r.stdout.strip()).is_relative_to(installed.parent)
+
+
+def test_installed_demo_runs(installed: Path, tmp_path: Path) -> None:
+    r = _check([str(installed / "acp-proxy"), "demo"], tmp_path)
+    assert "MUTATION REJECTED" in r.stdout
+    assert "PASS" in r.stdout
+    assert "[FAIL]" not in r.stdout
+
+
+def test_installed_config_strict_prints_the_shipped_file(installed: Path, tmp_path: Path) -> None:
+    r = _check([str(installed / "acp-proxy"), "config", "strict"], tmp_path)
+    assert r.stdout == (ROOT / "config" / "strict.toml").read_text()
+    (tmp_path / "strict.toml").write_text(r.stdout)
+    checked = _check([str(installed / "acp-proxy"), "check-config", "strict.toml"], tmp_path)
+    assert 'on_expire = "drop"' in checked.stdout
+
+
+def _runtime_requirements(name: str, seen: set[str]) -> set[str]:
+    """Normalized names of every distribution ``name`` needs at run time, recursively."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    for line in metadata.requires(name) or []:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        dep = canonicalize_name(req.name)
+        if dep not in seen:
+            seen.add(dep)
+            _runtime_requirements(dep, seen)
+    return seen
+
+
+def test_the_image_pins_every_runtime_dependency() -> None:
+    """docker/constraints.txt pins (==) every runtime dependency; the Dockerfile uses it."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pinned: dict[str, str] = {}
+    for line in (ROOT / "docker" / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            req = Requirement(line)
+            [spec] = req.specifier
+            assert spec.operator == "==", line
+            pinned[canonicalize_name(req.name)] = spec.version
+    assert _runtime_requirements("acp-proxy", set()) <= set(pinned)
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "pip install -c /src/constraints.txt /src" in dockerfile
