@@ -1,4 +1,4 @@
-"""Loading and dumping the configuration as TOML (DESIGN.md section 3, "Config").
+"""Loading and dumping the configuration as TOML (docs/design.md section 3, "Config").
 
 The loader (:func:`load_config`, :func:`config_from_dict`) is strict:
 unknown keys, wrong types and bad values are

@@ -1,4 +1,4 @@
-"""The configuration tree (DESIGN.md section 3, "Config").
+"""The configuration tree (docs/design.md section 3, "Config").
 
 Every key has a default; the TOML loader
 (:func:`acp_proxy.config.io.load_config`) is strict: unknown keys, wrong
@@ -32,7 +32,7 @@ __all__ = [
     "ProcessConfig",
 ]
 
-#: Client method -> capability key that grants it on a child session (PROTOCOL.md
+#: Client method -> capability key that grants it on a child session (docs/protocol.md
 #: section 4, an allowlist): only what the stabilized spec defines. ``cancel``
 #: grants ``session/cancel``; ``tool_call/cancel`` and ``terminal/cancel`` also
 #: need the child's ``cancel`` when they name a child (stricter than the spec).
@@ -220,7 +220,7 @@ class HoldConfig:
 
 @attrs.frozen
 class EnforcementConfig:
-    """Capability enforcement on child sessions (PROTOCOL.md section 4: an allowlist).
+    """Capability enforcement on child sessions (docs/protocol.md section 4: an allowlist).
 
     A client message whose ``params.sessionId`` names a child reaches the
     agent only if its method is in ``child_read_only`` or maps, in

@@ -1,4 +1,4 @@
-"""ChainAdapter: proxy-chain mode as a pure mapping onto ProxyCore (PROTOCOL.md section 5)."""
+"""ChainAdapter: proxy-chain mode as a pure mapping onto ProxyCore (docs/protocol.md section 5)."""
 
 from __future__ import annotations
 

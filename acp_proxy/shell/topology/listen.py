@@ -1,4 +1,4 @@
-"""WebSocket topologies (DESIGN.md section 1, ``topology/``): ``--listen`` and ``--connect``.
+"""WebSocket topologies (docs/design.md section 1, ``topology/``): ``--listen`` and ``--connect``.
 
 ``run_listen``: a WebSocket server; every connection is a client with its own
 agent subprocess, :class:`ProxyCore` (registry, hold buffer, audit context)

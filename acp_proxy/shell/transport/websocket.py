@@ -1,4 +1,4 @@
-"""JSON-RPC frames over a WebSocket (PROTOCOL.md section 1): one message per text frame.
+"""JSON-RPC frames over a WebSocket (docs/protocol.md section 1): one message per text frame.
 
 :class:`WebSocketTransport` adapts a trio-websocket ``WebSocketConnection``
 (server or client side) to the relay's :class:`FrameTransport`. Open the
