@@ -135,6 +135,32 @@ def test_dump_marks_removed_default_mutation() -> None:
     assert written["enforcement"]["child_mutations"]["tool_call/cancel"] == ""
 
 
+def test_dump_is_one_commented_toml_document_in_section_order() -> None:
+    """The dump names itself, explains a removed default only when there is one, and
+    writes the sections in the tree's order, sub-tables after their section."""
+    default = dump_config(Config())
+    assert default.startswith("# acp-proxy effective configuration\n\n[limits]\n")
+    assert "removes a default entry" not in default
+    headers = [line for line in default.splitlines() if line.startswith("[")]
+    assert headers == [
+        "[limits]",
+        "[hold]",
+        "[enforcement]",
+        "[enforcement.child_mutations]",
+        "[dedup]",
+        "[audit]",
+        "[process]",
+        "[listen]",
+    ]
+    assert '"" removes a default entry' in dump_config(NON_DEFAULT).split("[limits]")[0]
+
+
+def test_dump_refuses_a_value_with_no_toml_form() -> None:
+    """A hand-built config holding a value TOML cannot write raises TypeError."""
+    with pytest.raises(TypeError):
+        dump_config(Config(audit=AuditConfig(path=object())))  # type: ignore[arg-type]
+
+
 def test_dump_integer_valued_float_stays_number() -> None:
     """A float field given an int in Python dumps as a number that reloads equal."""
     cfg = Config(hold=HoldConfig(timeout_seconds=3))

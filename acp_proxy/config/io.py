@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import cattrs
+import tomli_w
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, override
 
@@ -34,7 +35,7 @@ from acp_proxy.config.model import (
     ListenConfig,
     ProcessConfig,
 )
-from acp_proxy.config.toml_text import describe, dotted, toml_key, toml_value
+from acp_proxy.config.toml_text import describe, dotted
 
 __all__ = ["config_from_dict", "dump_config", "load_config"]
 
@@ -215,7 +216,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 
 
 def dump_config(cfg: Config) -> str:
-    """Write the effective configuration as TOML text.
+    """Write the effective configuration as TOML text (with ``tomli_w``).
 
     Every key is written, one ``[section]`` per section; tables such as
     ``[enforcement.child_mutations]`` follow their section's plain keys. A
@@ -233,21 +234,11 @@ def dump_config(cfg: Config) -> str:
         TypeError: a value has no TOML form (only if ``cfg`` was built by
             hand with values of the wrong type).
     """
-    lines = ["# acp-proxy effective configuration"]
-    for section_field in attrs.fields(Config):
-        section = getattr(cfg, section_field.name)
-        tables: list[tuple[str, dict[str, str]]] = []
-        lines += ["", f"[{section_field.name}]"]
-        for field in attrs.fields(type(section)):
-            value = getattr(section, field.name)
-            if isinstance(value, dict):
-                tables.append((field.name, value))
-            else:
-                lines.append(f"{field.name} = {toml_value(value)}")
-        for name, table in tables:
-            lines += ["", f"[{section_field.name}.{name}]"]
-            lines += [f"{toml_key(k)} = {toml_value(v)}" for k, v in table.items()]
-            if section is cfg.enforcement and name == "child_mutations":
-                removed = [k for k in DEFAULT_CHILD_MUTATIONS if k not in table]
-                lines += [f'{toml_key(k)} = ""  # default entry removed' for k in removed]
-    return "\n".join(lines) + "\n"
+    document: dict[str, Any] = attrs.asdict(cfg)
+    mutations: dict[str, str] = document["enforcement"]["child_mutations"]
+    removed = [method for method in DEFAULT_CHILD_MUTATIONS if method not in mutations]
+    mutations.update(dict.fromkeys(removed, ""))
+    header = "# acp-proxy effective configuration\n"
+    if removed:
+        header += '# [enforcement.child_mutations]: "" removes a default entry\n'
+    return header + "\n" + tomli_w.dumps(document)
