@@ -29,7 +29,6 @@ from trio_websocket import (
     Endpoint,
     HandshakeError,
     WebSocketRequest,
-    WebSocketServer,
 )
 
 from acp_proxy.config import Config
@@ -59,6 +58,7 @@ from acp_proxy.shell.transport.websocket import (
     describe_close,
     open_websocket_client,
 )
+from acp_proxy.shell.transport.ws_bytes import ByteCountingServer
 
 __all__ = ["run_connect", "run_listen"]
 
@@ -384,7 +384,7 @@ async def run_listen(
                 except OSError as exc:
                     print(f"acp-proxy: cannot listen on {url}: {exc}", file=sys.stderr)
                     return 1
-                server = WebSocketServer(
+                server = ByteCountingServer(
                     listener.handle,
                     # Typed as socket listeners, but only served with
                     # trio.serve_listeners, which takes any trio.abc.Listener.
