@@ -14,7 +14,7 @@ import math
 import os
 import tomllib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import attrs
 import cattrs
@@ -34,6 +34,7 @@ from acp_proxy.config.model import (
     LimitsConfig,
     ListenConfig,
     ProcessConfig,
+    one_of,
 )
 from acp_proxy.config.toml_text import describe, dotted
 
@@ -74,6 +75,21 @@ def _structure_bool(value: object, _type: object) -> bool:
     raise InvalidValue(f"expected true or false, got {describe(value)}")
 
 
+def _is_literal(type_: Any) -> bool:
+    origin: object = get_origin(type_)
+    return origin is Literal
+
+
+def _structure_literal(value: object, type_: Any) -> str:
+    """One of a ``Literal``'s strings (``hold.on_expire``)."""
+    if not isinstance(value, str):
+        raise InvalidValue(f"expected a string, got {describe(value)}")
+    problem = one_of(get_args(type_), value)
+    if problem:
+        raise InvalidValue(problem)
+    return value
+
+
 def _structure_str_list(value: object, _type: object) -> list[str]:
     if not isinstance(value, list):
         raise InvalidValue(f"expected an array of strings, got {describe(value)}")
@@ -108,6 +124,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook_func(lambda t: t == list[str], _structure_str_list)
+    converter.register_structure_hook_func(_is_literal, _structure_literal)
     # Sections before Config: a generated hook captures the hooks of its fields.
     enforcement = make_dict_structure_fn(
         EnforcementConfig,
