@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from acp_proxy.config import (
     ProcessConfig,
 )
 from acp_proxy.config.io import config_from_dict, dump_config, load_config
+from acp_proxy.config.model import OnExpire
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
@@ -133,6 +135,33 @@ def test_dump_marks_removed_default_mutation() -> None:
     """A default mutation missing from the config is dumped as "" so reload removes it."""
     written = tomllib.loads(dump_config(NON_DEFAULT))
     assert written["enforcement"]["child_mutations"]["tool_call/cancel"] == ""
+
+
+def test_dump_is_one_commented_toml_document_in_section_order() -> None:
+    """The dump names itself, explains a removed default only when there is one, and
+    writes the sections in the tree's order, sub-tables after their section."""
+    default = dump_config(Config())
+    assert default.startswith("# acp-proxy effective configuration\n\n[limits]\n")
+    assert "removes a default entry" not in default
+    headers = [line for line in default.splitlines() if line.startswith("[")]
+    assert headers == [
+        "[limits]",
+        "[hold]",
+        "[enforcement]",
+        "[enforcement.child_mutations]",
+        "[dedup]",
+        "[audit]",
+        "[process]",
+        "[listen]",
+        "[permissions]",
+    ]
+    assert '"" removes a default entry' in dump_config(NON_DEFAULT).split("[limits]")[0]
+
+
+def test_dump_refuses_a_value_with_no_toml_form() -> None:
+    """A hand-built config holding a value TOML cannot write raises TypeError."""
+    with pytest.raises(TypeError):
+        dump_config(Config(audit=AuditConfig(path=object())))  # type: ignore[arg-type]
 
 
 def test_dump_integer_valued_float_stays_number() -> None:
@@ -391,6 +420,49 @@ def test_direct_construction_validator_names_attribute() -> None:
     """Building a section in Python with a bad value raises ValueError naming the field."""
     with pytest.raises(ValueError, match=r"^timeout_seconds: must be > 0"):
         HoldConfig(timeout_seconds=-1)
+
+
+def _literal_fields() -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(section, key, choices)`` for every config key typed as a ``Literal`` of strings."""
+    found = []
+    for section in attrs.fields(Config):
+        hints = typing.get_type_hints(section.type)
+        for name, hint in hints.items():
+            if typing.get_origin(hint) is typing.Literal:
+                found.append((section.name, name, typing.get_args(hint)))
+    return found
+
+
+def test_closed_sets_of_strings_are_literals() -> None:
+    """hold.on_expire is typed Literal["release", "drop"] (mypy checks every use)."""
+    assert _literal_fields() == [("hold", "on_expire", ("release", "drop"))]
+    assert typing.get_type_hints(HoldConfig)["on_expire"] == OnExpire
+
+
+@pytest.mark.parametrize(("section", "key", "choices"), _literal_fields())
+def test_a_literal_key_takes_its_strings_and_names_them_when_refusing(
+    section: str, key: str, choices: tuple[str, ...]
+) -> None:
+    """Each choice loads; any other string, a different case or a non-string is a ConfigError
+    naming the key and, for a string, every choice."""
+    for choice in choices:
+        cfg = config_from_dict({section: {key: choice}})
+        assert getattr(getattr(cfg, section), key) == choice
+    listed = ", ".join(map(repr, choices))
+    for bad in ("nope", choices[0].upper(), ""):
+        error = _error({section: {key: bad}})
+        assert (error.key, error.message) == (
+            f"{section}.{key}",
+            f"must be one of {listed}, got {bad!r}",
+        )
+    error = _error({section: {key: 1}})
+    assert (error.key, error.message) == (f"{section}.{key}", "expected a string, got 1")
+
+
+def test_direct_construction_checks_a_literal_field() -> None:
+    """attrs does not check types: the field's validator refuses a string outside its Literal."""
+    with pytest.raises(ValueError, match=r"^on_expire: must be one of 'release', 'drop', got 'x'$"):
+        HoldConfig(on_expire="x")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Lint and type-check as part of the test command (STYLE.md, "House habits")."""
+"""Lint and type-check as part of the test command (a house habit)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loading and dumping the configuration as TOML (DESIGN.md section 3, "Config").
+"""Loading and dumping the configuration as TOML (docs/design.md section 3, "Config").
 
 The loader (:func:`load_config`, :func:`config_from_dict`) is strict:
 unknown keys, wrong types and bad values are
@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import attrs
 import cattrs
+import tomli_w
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, override
 
@@ -36,8 +37,9 @@ from acp_proxy.config.model import (
     PermissionRule,
     PermissionsConfig,
     ProcessConfig,
+    one_of,
 )
-from acp_proxy.config.toml_text import describe, dotted, toml_key, toml_value
+from acp_proxy.config.toml_text import describe, dotted
 
 __all__ = ["config_from_dict", "dump_config", "load_config"]
 
@@ -76,6 +78,21 @@ def _structure_bool(value: object, _type: object) -> bool:
     raise InvalidValue(f"expected true or false, got {describe(value)}")
 
 
+def _is_literal(type_: Any) -> bool:
+    origin: object = get_origin(type_)
+    return origin is Literal
+
+
+def _structure_literal(value: object, type_: Any) -> str:
+    """One of a ``Literal``'s strings (``hold.on_expire``)."""
+    if not isinstance(value, str):
+        raise InvalidValue(f"expected a string, got {describe(value)}")
+    problem = one_of(get_args(type_), value)
+    if problem:
+        raise InvalidValue(problem)
+    return value
+
+
 def _structure_str_list(value: object, _type: object) -> list[str]:
     if not isinstance(value, list):
         raise InvalidValue(f"expected an array of strings, got {describe(value)}")
@@ -112,18 +129,6 @@ _GLOB_FIELDS = (
     "cwd",
     "path",
 )
-
-
-def _is_literal(type_: Any) -> bool:
-    return get_origin(type_) is Literal
-
-
-def _structure_literal(value: object, type_: Any) -> str:
-    choices = get_args(type_)
-    if isinstance(value, str) and value in choices:
-        return value
-    expected = ", ".join(repr(c) for c in choices)
-    raise InvalidValue(f"must be one of {expected}, got {describe(value)}")
 
 
 def _structure_globs(value: object, _type: object) -> list[str]:
@@ -315,7 +320,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 
 
 def dump_config(cfg: Config) -> str:
-    """Write the effective configuration as TOML text.
+    """Write the effective configuration as TOML text (with ``tomli_w``).
 
     Every key is written, one ``[section]`` per section; tables such as
     ``[enforcement.child_mutations]`` follow their section's plain keys. A
@@ -333,42 +338,17 @@ def dump_config(cfg: Config) -> str:
         TypeError: a value has no TOML form (only if ``cfg`` was built by
             hand with values of the wrong type).
     """
-    lines = ["# acp-proxy effective configuration"]
-    for section_field in attrs.fields(Config):
-        section = getattr(cfg, section_field.name)
-        tables: list[tuple[str, dict[str, str]]] = []
-        lines += ["", f"[{section_field.name}]"]
-        rules: list[PermissionRule] = []
-        for field in attrs.fields(type(section)):
-            value = getattr(section, field.name)
-            if isinstance(value, dict):
-                tables.append((field.name, value))
-            elif section is cfg.permissions and field.name == "rules" and value:
-                rules = value
-            else:
-                lines.append(f"{field.name} = {toml_value(value)}")
-        for name, table in tables:
-            lines += ["", f"[{section_field.name}.{name}]"]
-            lines += [f"{toml_key(k)} = {toml_value(v)}" for k, v in table.items()]
-            if section is cfg.enforcement and name == "child_mutations":
-                removed = [k for k in DEFAULT_CHILD_MUTATIONS if k not in table]
-                lines += [f'{toml_key(k)} = ""  # default entry removed' for k in removed]
-        for rule in rules:
-            lines += ["", f"[[{section_field.name}.rules]]", *_rule_lines(rule)]
-    return "\n".join(lines) + "\n"
-
-
-def _rule_lines(rule: PermissionRule) -> list[str]:
-    """The keys a rule sets (``None`` = not given is left out), as TOML lines."""
-    lines = []
-    names = [f.name for f in attrs.fields(PermissionRule)]
-    for name in ["name", *(n for n in names if n != "name")]:
-        value = getattr(rule, name)
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            items = ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items())
-            lines.append(f"{name} = {{ {items} }}")
-        else:
-            lines.append(f"{name} = {toml_value(value)}")
-    return lines
+    document: dict[str, Any] = attrs.asdict(cfg)
+    mutations: dict[str, str] = document["enforcement"]["child_mutations"]
+    removed = [method for method in DEFAULT_CHILD_MUTATIONS if method not in mutations]
+    mutations.update(dict.fromkeys(removed, ""))
+    permissions = document["permissions"]
+    # a rule's unset matchers (None) are left out; its name comes first
+    permissions["rules"] = [
+        {k: v for k, v in sorted(rule.items(), key=lambda kv: kv[0] != "name") if v is not None}
+        for rule in permissions["rules"]
+    ]
+    header = "# acp-proxy effective configuration\n"
+    if removed:
+        header += '# [enforcement.child_mutations]: "" removes a default entry\n'
+    return header + "\n" + tomli_w.dumps(document)

@@ -1,4 +1,4 @@
-"""The configuration tree (DESIGN.md section 3, "Config").
+"""The configuration tree (docs/design.md section 3, "Config").
 
 Every key has a default; the TOML loader
 (:func:`acp_proxy.config.io.load_config`) is strict: unknown keys, wrong
@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -34,15 +34,17 @@ __all__ = [
     "HoldConfig",
     "LimitsConfig",
     "ListenConfig",
+    "OnExpire",
     "OptionKind",
     "PermissionRule",
     "PermissionsConfig",
     "ProcessConfig",
     "RuleAction",
     "RuleMethod",
+    "one_of",
 ]
 
-#: Client method -> capability key that grants it on a child session (PROTOCOL.md
+#: Client method -> capability key that grants it on a child session (docs/protocol.md
 #: section 4, an allowlist): only what the stabilized spec defines. ``cancel``
 #: grants ``session/cancel``; ``tool_call/cancel`` and ``terminal/cancel`` also
 #: need the child's ``cancel`` when they name a child (stricter than the spec).
@@ -91,9 +93,23 @@ def _non_negative(_inst: Any, attr: attrs.Attribute[Any], value: float) -> None:
         raise InvalidValue(f"must be >= 0, got {describe(value)}", (attr.name,))
 
 
-def _on_expire(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
-    if value not in ("release", "drop"):
-        raise InvalidValue(f"must be one of 'release', 'drop', got {describe(value)}", (attr.name,))
+def one_of(choices: tuple[str, ...], value: object) -> str | None:
+    """Why ``value`` is not one of ``choices`` (a ``Literal``'s strings); ``None`` if it is."""
+    if value in choices and isinstance(value, str):
+        return None
+    return f"must be one of {', '.join(map(repr, choices))}, got {describe(value)}"
+
+
+def _member_of(literal: Any) -> Any:
+    """A validator for a field typed ``literal`` (attrs itself does not check types)."""
+    choices: tuple[str, ...] = get_args(literal)
+
+    def check(_inst: Any, attr: attrs.Attribute[Any], value: object) -> None:
+        problem = one_of(choices, value)
+        if problem:
+            raise InvalidValue(problem, (attr.name,))
+
+    return check
 
 
 def _mutation_table(_inst: Any, attr: attrs.Attribute[Any], value: dict[str, str]) -> None:
@@ -208,6 +224,10 @@ class LimitsConfig:
     min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
 
 
+#: What the hold buffer does with a session's traffic on timeout or overflow.
+OnExpire = Literal["release", "drop"]
+
+
 @attrs.frozen
 class HoldConfig:
     """Hold buffer for agent traffic on sessions the client cannot know yet.
@@ -225,12 +245,12 @@ class HoldConfig:
     max_messages_per_session: int = attrs.field(default=1000, validator=_positive)
     max_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
     max_sessions: int = attrs.field(default=1024, validator=_positive)
-    on_expire: str = attrs.field(default="release", validator=_on_expire)
+    on_expire: OnExpire = attrs.field(default="release", validator=_member_of(OnExpire))
 
 
 @attrs.frozen
 class EnforcementConfig:
-    """Capability enforcement on child sessions (PROTOCOL.md section 4: an allowlist).
+    """Capability enforcement on child sessions (docs/protocol.md section 4: an allowlist).
 
     A client message whose ``params.sessionId`` names a child reaches the
     agent only if its method is in ``child_read_only`` or maps, in

@@ -1,16 +1,16 @@
-"""TOML spelling of keys and values, for error messages and the config dump.
+"""TOML spelling of keys and values in error messages.
 
 Pure text helpers shared by :mod:`acp_proxy.config.model` (validator messages) and
-:mod:`acp_proxy.config.io` (loader errors, :func:`~acp_proxy.config.io.dump_config`).
+:mod:`acp_proxy.config.io` (loader errors). Writing TOML (the config dump) is
+``tomli_w``'s job.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 
-__all__ = ["describe", "dotted", "toml_key", "toml_string", "toml_value"]
+__all__ = ["describe", "dotted", "toml_key", "toml_string"]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -66,26 +66,3 @@ def toml_string(text: str) -> str:
         else:
             out.append(char)
     return '"' + "".join(out) + '"'
-
-
-def toml_value(value: object) -> str:
-    """The TOML form of a bool, int, float, str or list of them.
-
-    Raises:
-        TypeError: ``value`` (or an item of it) has no TOML form.
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(item) for item in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")

@@ -1,4 +1,4 @@
-"""What the core asks the shell to do (DESIGN.md section 2)."""
+"""What the core asks the shell to do (docs/design.md section 2)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Send(NamedTuple):
 
 @attrs.frozen(slots=True)
 class Audit:
-    """One audit-log record (DESIGN.md section 3, "Audit log").
+    """One audit-log record (docs/design.md section 3, "Audit log").
 
     Attributes:
         event: ``child_announced``, ``mutation_rejected``, ``held``, ...

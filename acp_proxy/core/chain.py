@@ -1,4 +1,4 @@
-"""Proxy-chain mode: the proxy as a component under an ACP conductor (PROTOCOL.md section 5).
+"""Proxy-chain mode: the proxy as a component under an ACP conductor (docs/protocol.md section 5).
 
 Under a conductor the proxy has one connection, to the conductor, and on it
 two kinds of traffic:

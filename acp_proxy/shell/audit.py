@@ -1,4 +1,4 @@
-"""JSON-lines audit log writer (DESIGN.md section 3, "Audit log").
+"""JSON-lines audit log writer (docs/design.md section 3, "Audit log").
 
 Two promises, whatever a peer put in a record:
 

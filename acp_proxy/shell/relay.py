@@ -1,6 +1,6 @@
 """The relay: one nursery moving frames between two transports through a ProxyCore.
 
-DESIGN.md section 1 (``relay.py``): a reader per peer, a writer per peer, a
+docs/design.md section 1 (``relay.py``): a reader per peer, a writer per peer, a
 timer. Readers hand frames to the synchronous core and queue the resulting
 sends on bounded memory channels; writers drain them in batches. A full
 channel, or more than ``max_queued_bytes`` queued toward a peer, blocks the

@@ -1,4 +1,4 @@
-"""ChainAdapter against a hostile successor or conductor (PROTOCOL.md section 5)."""
+"""ChainAdapter against a hostile successor or conductor (docs/protocol.md section 5)."""
 
 from __future__ import annotations
 

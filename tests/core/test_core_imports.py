@@ -1,4 +1,4 @@
-"""The sans-IO core stays free of I/O libraries (DESIGN.md section 1)."""
+"""The sans-IO core stays free of I/O libraries (docs/design.md section 1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The command-line contract (DESIGN.md section 3): modes, usage errors, check-config."""
+"""The command-line contract (docs/design.md section 3): modes, usage errors, check-config."""
 
 from __future__ import annotations
 

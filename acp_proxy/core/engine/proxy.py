@@ -268,7 +268,7 @@ class ProxyCore:
         return out
 
     def _batch(self, source: Peer, m: Message, out: list[Action]) -> None:
-        """Refuses a JSON-RPC batch whole, as both SDKs do (PROTOCOL.md section 4,
+        """Refuses a JSON-RPC batch whole, as both SDKs do (docs/protocol.md section 4,
         "Batches"): nothing inside it reaches the other peer.
 
         A client's batch is one message answered with one ``-32600`` (id

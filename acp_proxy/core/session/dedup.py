@@ -1,4 +1,4 @@
-"""Duplicate state report removal (PROTOCOL.md section 4, "State reports and duplicates").
+"""Duplicate state report removal (docs/protocol.md section 4, "State reports and duplicates").
 
 Per channel, the last state snapshot delivered to the client. Channels: a
 session's own ``state_update`` stream (``("self", sessionId)``), and each

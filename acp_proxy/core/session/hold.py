@@ -1,6 +1,6 @@
 """Hold buffer for agent traffic on sessions the client cannot know yet.
 
-DESIGN.md section 3, "Hold buffer". Messages are held per session id in
+docs/design.md section 3, "Hold buffer". Messages are held per session id in
 arrival order. Bounds: ``max_messages_per_session``, ``max_bytes`` over all
 held messages, ``max_sessions`` held at once, and ``timeout_seconds`` per
 held session counted from its first held message. Only the raw bytes are

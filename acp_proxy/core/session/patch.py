@@ -1,4 +1,4 @@
-"""Three-state patch fields (PROTOCOL.md section 4, "Subagents").
+"""Three-state patch fields (docs/protocol.md section 4, "Subagents").
 
 A patch field is omitted (:data:`UNSET`: unchanged), ``None`` (clear), or a
 value (replace). ``_meta`` patches by top-level key (:func:`merge_meta`).

@@ -1,4 +1,4 @@
-"""Enforcement on child sessions (PROTOCOL.md section 4, "Client mutations on a child").
+"""Enforcement on child sessions (docs/protocol.md section 4, "Client mutations on a child").
 
 The stabilized spec is an **allowlist**: a client request or notification
 whose ``params.sessionId`` names a child reaches the agent only if its method

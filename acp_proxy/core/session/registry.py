@@ -1,4 +1,4 @@
-"""The shadow subagent registry (PROTOCOL.md sections 3 and 4).
+"""The shadow subagent registry (docs/protocol.md sections 3 and 4).
 
 Tracks which session ids the client can know, and the child-session tree
 announced by ``subagent_update``: each child's parent, title, description,
@@ -97,7 +97,7 @@ class UpdateOutcome(enum.Enum):
 class Registry:
     """Sessions the client knows, and the child tree.
 
-    Sessions enter ``known`` by the rules of PROTOCOL.md section 3; the hold
+    Sessions enter ``known`` by the rules of docs/protocol.md section 3; the hold
     buffer asks :meth:`is_known` before delivering agent traffic.
     """
 

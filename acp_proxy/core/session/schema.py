@@ -5,7 +5,7 @@ types (``"7"`` is not an integer, ``true`` is not a string) and lenient like
 the schema's ``x-deserialize-default-on-error``: a malformed optional field
 counts as not reported (:data:`~acp_proxy.core.session.patch.UNSET`) and the message
 is still forwarded. Source: ``SubagentUpdate`` and ``StateUpdate`` in the
-v2 unstable schema (PROTOCOL.md section 4).
+v2 unstable schema (docs/protocol.md section 4).
 """
 
 from __future__ import annotations

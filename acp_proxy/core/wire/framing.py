@@ -1,4 +1,4 @@
-"""Newline-delimited framing for ACP over stdio (PROTOCOL.md section 1).
+"""Newline-delimited framing for ACP over stdio (docs/protocol.md section 1).
 
 Sans-IO: :class:`LineFramer` takes bytes in arbitrary chunks and yields
 complete frames. It splits on ``0x0A`` only (never on ``\\r`` or U+2028),

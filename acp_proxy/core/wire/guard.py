@@ -1,4 +1,4 @@
-r"""The parser-differential guard (DESIGN.md "Enforcement"; PROTOCOL.md section 6).
+r"""The parser-differential guard (docs/design.md section 4; docs/protocol.md section 8).
 
 A peer must never read a message the proxy decides on differently from the
 proxy. This module finds what could make two JSON parsers disagree about a

@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 classification of one ACP frame (PROTOCOL.md sections 1 and 6).
+"""JSON-RPC 2.0 classification of one ACP frame (docs/protocol.md sections 1 and 6).
 
 :func:`parse` turns the raw bytes of one frame into a :class:`Message` that
 keeps the original bytes (``raw``) for byte-exact forwarding and exposes only
@@ -526,7 +526,7 @@ def error_frame(rid: JsonId | None, code: int, message: str, data: Any = None) -
 
     Args:
         rid: the id of the request answered, or ``None`` when unknown.
-        code: the JSON-RPC error code (PROTOCOL.md section 6).
+        code: the JSON-RPC error code (docs/protocol.md section 6).
         message: a one-line human-readable description.
         data: optional structured detail; omitted when ``None``.
 

@@ -16,7 +16,7 @@ caller handles the lines one by one with :func:`~acp_proxy.core.wire.jsonrpc.par
   the compact encoding of its decoded value).
 
 Why identical bytes are enough for the parser-differential guarantee
-(DESIGN.md "Enforcement"): at every level the proxy decides on (top-level,
+(docs/design.md section 4): at every level the proxy decides on (top-level,
 ``params``, ``params.update``), re-encoding writes each key once, unescaped,
 with no whitespace; a line that repeats a key, escapes one or spaces them out
 cannot come back unchanged. So every JSON parser reads the decision keys of an

@@ -1,4 +1,4 @@
-"""WebSocket topologies (DESIGN.md section 1, ``topology/``): ``--listen`` and ``--connect``.
+"""WebSocket topologies (docs/design.md section 1, ``topology/``): ``--listen`` and ``--connect``.
 
 ``run_listen``: a WebSocket server; every connection is a client with its own
 agent subprocess, :class:`ProxyCore` (registry, hold buffer, audit context)
@@ -29,7 +29,6 @@ from trio_websocket import (
     Endpoint,
     HandshakeError,
     WebSocketRequest,
-    WebSocketServer,
 )
 
 from acp_proxy.config import Config
@@ -60,6 +59,7 @@ from acp_proxy.shell.transport.websocket import (
     describe_close,
     open_websocket_client,
 )
+from acp_proxy.shell.transport.ws_bytes import ByteCountingServer
 
 __all__ = ["run_connect", "run_listen"]
 
@@ -383,7 +383,7 @@ async def run_listen(
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
-                server = WebSocketServer(
+                server = ByteCountingServer(
                     listener.handle,
                     # Typed as socket listeners, but only served with
                     # trio.serve_listeners, which takes any trio.abc.Listener.

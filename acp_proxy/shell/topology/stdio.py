@@ -1,4 +1,4 @@
-"""Topologies: which transports the relay connects (DESIGN.md section 1, ``topology/``).
+"""Topologies: which transports the relay connects (docs/design.md section 1, ``topology/``).
 
 ``run_stdio_process``: the proxy's stdin/stdout (client) <-> an agent subprocess.
 """

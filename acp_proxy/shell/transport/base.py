@@ -1,4 +1,4 @@
-"""The transport interface the relay uses (DESIGN.md section 1, ``transport/``).
+"""The transport interface the relay uses (docs/design.md section 1, ``transport/``).
 
 A transport delivers batches of frames read from a peer and writes batches
 of frames to it. Foreign exceptions (``OSError``, ``trio.BrokenResourceError``,

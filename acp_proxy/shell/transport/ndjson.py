@@ -1,4 +1,4 @@
-"""Newline-delimited JSON frames over any trio byte stream (PROTOCOL.md section 1)."""
+"""Newline-delimited JSON frames over any trio byte stream (docs/protocol.md section 1)."""
 
 from __future__ import annotations
 

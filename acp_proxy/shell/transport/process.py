@@ -1,4 +1,4 @@
-"""The agent subprocess (DESIGN.md section 3, "Command line").
+"""The agent subprocess (docs/design.md section 3, "Command line").
 
 The agent's stdin/stdout carry ACP frames; its stderr is inherited, so it
 reaches the proxy's stderr byte for byte and can never stall the relay.

@@ -1,4 +1,4 @@
-"""The proxy's own stdin/stdout as the client transport (DESIGN.md section 3)."""
+"""The proxy's own stdin/stdout as the client transport (docs/design.md section 3)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,19 @@
-"""JSON-RPC frames over a WebSocket (PROTOCOL.md section 1): one message per text frame.
+"""JSON-RPC frames over a WebSocket (docs/protocol.md section 1): one message per text frame.
 
 :class:`WebSocketTransport` adapts a trio-websocket ``WebSocketConnection``
 (server or client side) to the relay's :class:`FrameTransport`. Open the
 connection with ``max_message_size=limits.max_message_bytes``: trio-websocket's
-1 MiB default is smaller than ACP's 32 MiB. It counts characters; importing
-this module makes it count a text message's UTF-8 bytes instead (see
-``_handle_message_event_in_bytes``), and the transport checks the encoded
-size again.
+1 MiB default is smaller than ACP's 32 MiB. The proxy's connections are
+:mod:`~acp_proxy.shell.transport.ws_bytes` ones, which count that limit in a
+text message's UTF-8 bytes (trio-websocket alone counts characters), and the
+transport checks the encoded size again.
 
 Peer misbehaviour becomes a report and a close code, never an exception:
 
 ========  ===================================================================
-1009      a message over the limit, in UTF-8 bytes (trio-websocket closes the
-          connection, counting bytes once this module is imported;
-          :meth:`receive_batch` reports it as an ``Oversize``, so the core
-          audits it)
+1009      a message over the limit, in UTF-8 bytes (the connection closes
+          itself, counting bytes; :meth:`receive_batch` reports it as an
+          ``Oversize``, so the core audits it)
 1003      a binary frame (ACP messages are JSON text; audited here)
 1011      no pong within the keepalive timeout (:meth:`keepalive`)
 ========  ===================================================================
@@ -35,13 +34,12 @@ from trio_websocket import (
     ConnectionTimeout,
     HandshakeError,
     WebSocketConnection,
-    wrap_client_stream,
 )
-from wsproto.events import BytesMessage, TextMessage
 
 from acp_proxy.core.actions import Audit, Peer
 from acp_proxy.core.wire.framing import Oversize
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
+from acp_proxy.shell.transport.ws_bytes import wrap_client_stream
 
 if TYPE_CHECKING:
     from acp_proxy.shell.relay import AuditSink
@@ -68,30 +66,6 @@ CLOSE_INTERNAL_ERROR = 1011
 
 #: how long a close handshake may take before the socket is simply dropped
 CLOSE_TIMEOUT_SECONDS = 5.0
-
-
-_handle_message_event = WebSocketConnection._handle_message_event
-
-
-async def _handle_message_event_in_bytes(
-    self: WebSocketConnection, event: BytesMessage | TextMessage
-) -> None:
-    """trio-websocket's message handler, with text counted in UTF-8 bytes.
-
-    trio-websocket bounds ``max_message_size`` in characters: a text message of
-    4-byte characters was buffered whole, up to 4x ``max_message_bytes`` on the
-    wire (~11x in memory), before :meth:`WebSocketTransport.receive_batch`
-    could refuse it. Counting the bytes beyond one per character makes it close
-    with 1009 as soon as the limit is passed. ``isascii`` is O(1).
-    """
-    data = event.data
-    if isinstance(data, str) and not data.isascii():
-        self._message_size += len(data.encode("utf-8")) - len(data)
-    await _handle_message_event(self, event)
-
-
-# Every connection's reader task binds the handler when it starts: patch the class.
-WebSocketConnection._handle_message_event = _handle_message_event_in_bytes  # type: ignore[method-assign]
 
 
 def describe_close(reason: CloseReason | None) -> str:
@@ -266,7 +240,7 @@ async def open_websocket_client(
     max_message_bytes: int,
     connect_timeout_seconds: float,
 ) -> AsyncIterator[WebSocketConnection]:
-    """A client connection whose socket is always closed on exit.
+    """A client connection (counting its limit in bytes) whose socket is always closed on exit.
 
     (trio-websocket's ``open_websocket`` leaves the socket open when the server
     closes first or rejects the handshake.) On exit the connection is closed

@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from support.corekit import (
     AGENT,
@@ -103,7 +103,6 @@ def frame(value: dict[str, Any], rnd: random.Random) -> bytes:
 # ------------------------------------------------------------------ transparency
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_transparency_without_subagents(data: st.DataObject) -> None:
     """Valid traffic without subagents is forwarded byte-for-byte, in order, nothing else."""
@@ -266,7 +265,6 @@ events_st = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(evs=st.lists(events_st, max_size=25), on_expire=st.sampled_from(["release", "drop"]))
 def test_fuzz_never_raises_and_accounts_for_every_message(
     evs: list[tuple[str, Peer, bytes]], on_expire: str
@@ -663,7 +661,6 @@ ENVELOPE_FRAME = st.sampled_from(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_receive_frames_equals_receive_one_by_one(data: st.DataObject) -> None:
     """The batched entry point gives the same actions and counters as receive per frame."""
@@ -679,7 +676,6 @@ def test_receive_frames_equals_receive_one_by_one(data: st.DataObject) -> None:
     assert many.statistics() == one.statistics()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     frames=st.lists(
         st.one_of(AGENT_FRAME, ENVELOPE_FRAME, ENVELOPE_FRAME), min_size=1, max_size=12
@@ -748,7 +744,6 @@ def test_receive_lines_holds_an_unknown_child_between_plain_stretches() -> None:
     assert_accounting(core)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frames=st.lists(ENVELOPE_FRAME, min_size=1, max_size=8))
 def test_envelope_runs_equal_receive_one_by_one(frames: list[bytes]) -> None:
     """Runs of envelope-shaped lines only: same messages, audits and counters as per frame."""

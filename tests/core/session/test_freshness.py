@@ -1,4 +1,4 @@
-"""The stabilized subagent rules beyond the allowlist (PROTOCOL.md section 4): the
+"""The stabilized subagent rules beyond the allowlist (docs/protocol.md section 4): the
 freshness boundary at a parent's load or resume, dedup epochs, holds on every
 reference, registry conflicts that fail closed, v1 opt-in."""
 

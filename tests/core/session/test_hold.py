@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from support.corekit import (
     AGENT,
@@ -350,7 +350,6 @@ def scenarios(draw: st.DrawFn) -> tuple[list[int], list[tuple[str, int]]]:
     return parents, draw(st.permutations(evs))
 
 
-@settings(max_examples=150, deadline=None)
 @given(scenario=scenarios(), cut=st.integers(min_value=0, max_value=30))
 def test_arbitrary_interleavings_keep_order_and_lose_nothing(
     scenario: tuple[list[int], list[tuple[str, int]]], cut: int

@@ -808,4 +808,4 @@ def test_dump_round_trips_rules(tmp_path: Path) -> None:
         assert config_from_dict(tomllib.loads(text)) == cfg
     text = dump_config(load_config(EXAMPLE))
     assert '[[permissions.rules]]\nname = "no-rm-rf"\naction = "deny"' in text
-    assert 'raw_input = { command = ["*curl *"] }' in text
+    assert '[permissions.rules.raw_input]\ncommand = [\n    "*curl *",\n]' in text

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from support.corekit import (
     AGENT,
@@ -230,7 +230,6 @@ def test_load_resume_fork_of_a_child_are_refused_even_with_every_grant(
         lambda m: m not in READ_ONLY and m not in DEFAULT_CHILD_MUTATIONS
     )
 )
-@settings(max_examples=200)
 def test_generated_unknown_methods_are_refused_on_children(method: str) -> None:
     """Methods the proxy has never heard of (future and extension methods) are refused on a
     child, as request and as notification, and forwarded on an ordinary session."""

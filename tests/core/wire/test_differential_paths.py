@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from acp.agent.router import build_agent_router
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from support.corekit import (
     AGENT,
@@ -213,7 +213,6 @@ def _paths(source: Any, frame: bytes) -> list[tuple[list[Any], Any]]:
     return results
 
 
-@settings(max_examples=400, deadline=None)
 @given(frame=client_mutations())
 def test_no_client_spelling_of_a_child_mutation_reaches_the_agent(frame: bytes) -> None:
     """Whatever the spelling, no SDK reader finds a child in what the proxy forwards."""
@@ -244,7 +243,6 @@ def _agent_core() -> ProxyCore:
     return core
 
 
-@settings(max_examples=300, deadline=None)
 @given(frame=agent_smuggles())
 def test_no_agent_spelling_delivers_unannounced_child_traffic(frame: bytes) -> None:
     """Traffic a client SDK would read as an unannounced session's is never forwarded."""

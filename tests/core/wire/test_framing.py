@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_proxy.core.wire.framing import BOM, LineFramer, Lines, Oversize, Partial
@@ -82,7 +82,6 @@ def streams(draw: st.DrawFn) -> bytes:
     return (BOM if bom else b"") + b"".join(body + end for body, end in lines) + tail
 
 
-@settings(max_examples=300)
 @given(stream=streams(), cuts=st.lists(st.integers(min_value=0), max_size=10))
 def test_any_split_gives_the_same_events_as_whole(stream: bytes, cuts: list[int]) -> None:
     """Frames, Oversize and Partial reports do not depend on how the stream is chunked."""
@@ -91,7 +90,6 @@ def test_any_split_gives_the_same_events_as_whole(stream: bytes, cuts: list[int]
     assert whole == reference(stream)
 
 
-@settings(max_examples=300)
 @given(
     stream=streams(),
     cuts=st.lists(st.integers(min_value=0), max_size=10),
@@ -118,7 +116,6 @@ def test_feed_runs_splits_a_read_longer_than_the_limit() -> None:
     assert f.feed_runs(b"abcdef\nx\n") == [Oversize(6, True), b"x"]
 
 
-@settings(max_examples=100)
 @given(stream=streams())
 def test_one_byte_at_a_time_gives_the_same_events(stream: bytes) -> None:
     """Feeding one byte per call yields exactly what feeding everything at once yields."""
@@ -196,7 +193,6 @@ def test_message_of_exactly_max_bytes_passes_with_crlf_split() -> None:
     assert list(f.feed(b"abcde\n")) == [Oversize(5, True)]
 
 
-@settings(max_examples=50)
 @given(chunks=st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=30))
 def test_never_ending_line_keeps_the_buffer_bounded(chunks: list[bytes]) -> None:
     """However a newline-free line trickles in, at most max_message_bytes + 1 bytes are kept."""

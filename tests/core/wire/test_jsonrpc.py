@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from support.corekit import enc
 
@@ -323,7 +323,6 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200)
 @given(
     value=json_values,
     rid=st.one_of(st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1), st.text(max_size=5)),
@@ -384,7 +383,6 @@ _decision_key = st.sampled_from(["method", "id", "params", "jsonrpc", "sessionId
 _json_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     key=_decision_key,
     first=_json_scalar,
@@ -419,7 +417,6 @@ def test_compact_frames_with_a_repeated_decision_key_are_always_ambiguous(
     assert parse(text.encode()).ambiguous
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     text=st.text(max_size=40),
     number=st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1),

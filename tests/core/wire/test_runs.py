@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_proxy.core.wire import runs
@@ -108,7 +108,6 @@ def test_plain_run_refuses_a_run_with_any_non_canonical_line(odd: bytes) -> None
         assert plain_run(data) is None
 
 
-@settings(max_examples=200)
 @given(values=st.lists(st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=4))))
 def test_plain_run_decodes_canonical_lines_in_order(values: list[dict[str, Any]]) -> None:
     """Compact, UTF-8 JSON lines (as msgspec or JSON.stringify write them) decode in one call."""

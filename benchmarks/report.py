@@ -1,0 +1,207 @@
+"""The targets, their pass/fail, and the human-readable table of one run's figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TARGET_P99_MS", "TARGET_RATIO_VS_RELAY", "TARGET_RSS_MIB", "format_table", "targets"]
+
+#: Targets from the issue. Throughput ratio vs the relay, latency in ms, RSS in MiB.
+TARGET_RATIO_VS_RELAY = 0.5
+TARGET_P99_MS = 1.0
+TARGET_RSS_MIB = 64.0
+
+
+def targets(res: dict[str, Any]) -> dict[str, bool]:
+    """Pass/fail of every target of the issue."""
+    rss = res["peak_rss_mib"]
+    return {
+        "throughput_1k_vs_relay>=0.5": res["throughput_ratio_1k_vs_relay"] >= TARGET_RATIO_VS_RELAY,
+        "added_latency_p99<1ms": res["added_latency_ms"]["p99"] < TARGET_P99_MS,
+        "peak_rss_stream<64MiB": rss["stream"] < TARGET_RSS_MIB,
+        "peak_rss_flood<64MiB": rss["flood"] < TARGET_RSS_MIB,
+        "peak_rss_1mib<68MiB": rss["messages_1mib"] < TARGET_RSS_MIB + 4.0,
+    }
+
+
+def format_table(res: dict[str, Any]) -> str:
+    """The human-readable table."""
+    rows: list[tuple[str, str, str, str, str, str]] = [
+        ("figure", "direct", "relay", "proxy", "target", "result")
+    ]
+
+    def ok(flag: bool) -> str:
+        return "PASS" if flag else "FAIL"
+
+    tg = res["targets"]
+    t1k = res["throughput_1k_msgs_per_s"]
+    rows.append(
+        (
+            "1 KiB stream, msgs/s",
+            f"{t1k['direct']:,}",
+            f"{t1k['relay']:,}",
+            f"{t1k['proxy']:,}",
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "  proxy / relay",
+            "",
+            "",
+            f"{res['throughput_ratio_1k_vs_relay']:.2f}x",
+            ">= 0.5x",
+            ok(tg["throughput_1k_vs_relay>=0.5"]),
+        )
+    )
+    rows.append(
+        ("  proxy / direct", "", "", f"{res['throughput_ratio_1k_vs_direct']:.2f}x", "", "")
+    )
+    t200 = res["throughput_200b_msgs_per_s"]
+    rows.append(
+        (
+            "200 B stream, msgs/s",
+            f"{t200['direct']:,}",
+            f"{t200['relay']:,}",
+            f"{t200['proxy']:,}",
+            "",
+            f"{res['throughput_ratio_200b_vs_relay']:.2f}x relay",
+        )
+    )
+    tm = res["throughput_1mib_msgs_per_s"]
+    rows.append(
+        (
+            "1 MiB messages, msgs/s",
+            f"{tm['direct']:,}",
+            f"{tm['relay']:,}",
+            f"{tm['proxy']:,}",
+            "",
+            f"{res['throughput_ratio_1mib_vs_relay']:.2f}x relay",
+        )
+    )
+    mt = res["mixed_turn"]["msgs_per_s"]
+    rows.append(
+        (
+            "mixed turn, msgs/s",
+            f"{mt['direct']:,.0f}",
+            f"{mt['relay']:,.0f}",
+            f"{mt['proxy']:,.0f}",
+            "",
+            f"{res['mixed_turn']['ratio_vs_relay']:.2f}x relay",
+        )
+    )
+    rtt = res["rtt_ms"]
+    for q in ("p50", "p99"):
+        rows.append(
+            (
+                f"round trip {q}, ms",
+                f"{rtt['direct'][q]:.3f}",
+                f"{rtt['relay'][q]:.3f}",
+                f"{rtt['proxy'][q]:.3f}",
+                "",
+                "",
+            )
+        )
+    added = res["added_latency_ms"]
+    rows.append(("  added by proxy p50, ms", "", "", f"{added['p50']:.3f}", "", ""))
+    rows.append(
+        (
+            "  added by proxy p99, ms",
+            "",
+            "",
+            f"{added['p99']:.3f}",
+            "< 1 ms",
+            ok(tg["added_latency_p99<1ms"]),
+        )
+    )
+    rows.append(
+        (
+            "CPU per message, us",
+            "",
+            f"{res['cpu_us_per_msg_relay']:.2f}",
+            f"{res['cpu_us_per_msg']:.2f}",
+            "",
+            "",
+        )
+    )
+    rss = res["peak_rss_mib"]
+    rows.append(
+        (
+            "peak RSS long stream, MiB",
+            "",
+            f"{res['peak_rss_mib_relay']['stream']:.1f}",
+            f"{rss['stream']:.1f}",
+            "< 64",
+            ok(tg["peak_rss_stream<64MiB"]),
+        )
+    )
+    rows.append(
+        (
+            "peak RSS flood, MiB",
+            "",
+            "",
+            f"{rss['flood']:.1f}",
+            "< 64",
+            ok(tg["peak_rss_flood<64MiB"]),
+        )
+    )
+    rows.append(
+        (
+            "peak RSS 1 MiB msgs, MiB",
+            "",
+            "",
+            f"{rss['messages_1mib']:.1f}",
+            "< 68",
+            ok(tg["peak_rss_1mib<68MiB"]),
+        )
+    )
+    for k, v in res["scaling_sessions"].items():
+        rows.append(
+            (
+                f"{k} sessions: msgs/s, MiB",
+                "",
+                "",
+                f"{v['msgs_per_s']:,} / {v['peak_rss_mib']:.1f}",
+                "",
+                "",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    lines = []
+    for n, r in enumerate(rows):
+        lines.append(
+            "  ".join(
+                (c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])) for i, c in enumerate(r)
+            ).rstrip()
+        )
+        if n == 0:
+            lines.append("-" * len(lines[0]))
+    pj = res["json_parse_us"]
+    lines.append("")
+    lines.append(
+        "JSON decode of a ~1 KiB chunk, us: " + ", ".join(f"{k} {v:.2f}" for k, v in pj.items())
+    )
+    pj2 = res["json_parse_us_200b"]
+    lines.append(
+        "JSON decode of a ~200 B chunk, us:  " + ", ".join(f"{k} {v:.2f}" for k, v in pj2.items())
+    )
+    cc = res["core_us_per_msg"]
+    lines.append(
+        f"framer + core in process (no I/O), us/msg: 1 KiB {cc['1k']:.2f}, 200 B {cc['200b']:.2f}"
+    )
+    la = res["load_avg_1m"]
+    lines.append(
+        f"load average (1 min) at start / end: {la['start']} / {la['end']} on {res['cpus']} CPUs"
+    )
+    ws = res["scaling_ws_connections"]
+    if isinstance(ws, dict):
+        lines.append(
+            "WebSocket connections (aggregate msgs/s, server peak RSS MiB): "
+            + ", ".join(
+                f"{k}: {v['msgs_per_s']:,} / {v['peak_rss_mib']:.1f}" for k, v in ws.items()
+            )
+        )
+    else:
+        lines.append(f"WebSocket connections: {ws}")
+    return "\n".join(lines)
