@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.core.actions import Action, Peer, Report, Send
-from acp_proxy.core.engine.agent_side import AgentSide
+from acp_proxy.core.engine.agent_side import CANCEL_REQUEST, AgentSide
 from acp_proxy.core.engine.base import _AGENT, _BATCH, _CLIENT, _INVALID, _NOTIFICATION, _REQUEST
 from acp_proxy.core.engine.client_side import ClientSide
 from acp_proxy.core.wire.framing import Lines
@@ -335,7 +335,8 @@ class ProxyCore(ClientSide, AgentSide):
             return False  # not a string: refused (ProxyCore._bad_session_id)
         upd = params.get("update")
         if type(upd) is not dict:
-            return True
+            # a $/cancel_request naming a held request is held behind it
+            return method != CANCEL_REQUEST or self._held_request_session(params) is None
         if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
             return False
         if method != "session/update":
@@ -353,11 +354,16 @@ class ProxyCore(ClientSide, AgentSide):
         n["forwarded"] += count
         return [Send(_CLIENT, data)]
 
-    def oversize(self, source: Peer, size_bytes: int, complete: bool, now: float) -> list[Action]:
+    def oversize(
+        self, source: Peer, size_bytes: int, complete: bool, now: float, rid: Any = None
+    ) -> list[Action]:
         """Reports a message skipped by the framer for exceeding ``max_message_bytes``.
 
-        A client's oversize message is answered with ``-32600`` (id ``null``:
-        its id was never read); an agent's is dropped. Both are audited.
+        A client's oversize message is answered with ``-32600``, with its id
+        ``rid`` when the shell could read it from the message's start
+        (:func:`~acp_proxy.core.wire.jsonscan.request_id_from_prefix`), else
+        ``null`` (also when ``rid`` is in flight: a later ``id`` could differ);
+        an agent's is dropped. Both are audited.
         """
         out: list[Action] = []
         self._n["accepted"] += 1
@@ -367,7 +373,9 @@ class ProxyCore(ClientSide, AgentSide):
         self._audit(out, "oversize_message", source, reason=reason)
         out.append(Report("warning", f"{source.value} sent an oversize message: {reason}"))
         if source is _CLIENT and complete:
-            self._answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
+            if rid in self._pending[_CLIENT]:
+                rid = None
+            self._answer(out, _CLIENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
         else:
             self._n["dropped"] += 1
         return out
