@@ -9,14 +9,17 @@
     acp-proxy demo
     acp-proxy check-config FILE
 
-Exit status: the agent's; 2 for a usage or configuration error; 1 for an
-internal error.
+Exit status: the agent's (when it died of signal N, the proxy dies of signal
+N too); 2 for a usage or configuration error; 1 for an internal error.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -170,8 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             print(f"acp-proxy: cannot open audit log {cfg.audit.path!r}: {exc}", file=sys.stderr)
             return 2
+    from acp_proxy.shell.transport.process import AgentSignalled
+
     try:
-        return _run(args, cfg, agent_cmd, audit)
+        status = _run(args, cfg, agent_cmd, audit)
+    except AgentSignalled as exc:
+        status = -exc.signum
     except KeyboardInterrupt:
         return 130
     except Exception:
@@ -183,6 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush_log_summaries(everything=True)
         if audit is not None:
             audit.close()
+    return _die_like_the_agent(-status) if status < 0 else status
+
+
+def _die_like_the_agent(signum: int) -> int:
+    """The agent died of ``signum``: the proxy dies of it too (default handler), so the
+    client sees the same; returns 128+N only if the signal does not end the process."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
+    return 128 + signum
 
 
 def _run(args: argparse.Namespace, cfg: Config, agent_cmd: list[str], audit: object) -> int:
