@@ -199,8 +199,9 @@ def _die_like_the_agent(signum: int) -> int:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    with contextlib.suppress(ValueError, OSError):
+    with contextlib.suppress(ValueError, OSError):  # SIGKILL and SIGSTOP have no handler
         signal.signal(signum, signal.SIG_DFL)
+    with contextlib.suppress(ValueError, OSError):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
         os.kill(os.getpid(), signum)
     return 128 + signum

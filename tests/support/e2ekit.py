@@ -268,6 +268,16 @@ async def bridged_proxy(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def process_running(pid: int) -> bool:
+    """True while process ``pid`` runs (a zombie waiting for init to reap it does not; Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] != b"Z"
+
+
 def read_audit(path: Path) -> list[dict[str, Any]]:
     """The audit log's records (one JSON object per line)."""
     if not path.exists():

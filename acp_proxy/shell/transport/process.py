@@ -258,6 +258,27 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def _live_member(pgid: int) -> bool:
+    """False when every member of group ``pgid`` is a zombie (Linux ``/proc``): an exited
+    grandchild waits for init to reap it, and still counts for ``killpg``. True elsewhere."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid pgrp ...
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
+
+
 def exit_status(returncode: int) -> int:
     """Maps a ``Popen.returncode`` to a shell exit status (signal N -> 128+N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -353,6 +374,10 @@ class AgentProcess:
         """Sends SIGKILL to the agent's process group."""
         self.signal_group(signal.SIGKILL)
 
+    def group_running(self) -> bool:
+        """True while a member of the agent's process group is running (not a zombie)."""
+        return self.signal_group(0) and _live_member(self.process.pid)
+
     async def wait_group(self, seconds: float) -> bool:
         """Waits at most ``seconds`` for the agent to exit and its group to empty.
 
@@ -361,7 +386,7 @@ class AgentProcess:
         """
         with trio.move_on_after(seconds):
             await self.process.wait()
-            while self.signal_group(0):  # noqa: ASYNC110 (other processes; nothing to wait on)
+            while self.group_running():  # noqa: ASYNC110 (other processes; nothing to wait on)
                 await trio.sleep(GROUP_POLL_SECONDS)
             return True
         return False
