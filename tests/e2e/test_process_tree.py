@@ -9,16 +9,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import trio
 from support.e2ekit import (
-    LineStream,
     ProxyRun,
     agent_to_client,
     bridged_proxy,
@@ -130,31 +126,6 @@ async def test_grandchild_holding_stdout_does_not_keep_the_prompt_unanswered(
             assert not process_running(child)
 
 
-@asynccontextmanager
-async def _in_own_group(command: list[str]) -> AsyncIterator[ProxyRun]:
-    """The proxy as the foreground job of a pretend terminal: its own process group."""
-    proc = await trio.lowlevel.open_process(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        process_group=0,
-    )
-    assert proc.stdout is not None
-    assert proc.stderr is not None
-    run = ProxyRun(proc, LineStream(proc.stdout))
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run.drain_stderr, proc.stderr)
-        try:
-            yield run
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-            with trio.CancelScope(shield=True):
-                await proc.wait()
-            nursery.cancel_scope.cancel()
-
-
 COUNTING = (
     "import signal, sys\n"
     "signal.signal(signal.SIGINT, lambda *a: (sys.stderr.write('agent: SIGINT\\n'), "
@@ -168,7 +139,7 @@ async def test_one_ctrl_c_from_the_terminal_reaches_the_agent_once() -> None:
     """SIGINT to the terminal's foreground process group (the proxy's) reaches the agent
     exactly once, through the proxy, which keeps running until the agent ends."""
     with trio.fail_after(TIMEOUT):
-        async with _in_own_group(_agent_cmd(None, COUNTING)) as proxy:
+        async with open_proxy(_agent_cmd(None, COUNTING), own_group=True) as proxy:
             await _pids(proxy, 1)
             os.killpg(proxy.process.pid, signal.SIGINT)
             await proxy.wait_for_stderr("agent: SIGINT\n")
