@@ -393,15 +393,15 @@ class AgentProcess:
 
     async def stop_group(self, grace_seconds: float, kill_after_seconds: float) -> None:
         """Ends the whole group: members left ``grace_seconds`` from now get SIGTERM,
-        those left ``kill_after_seconds`` later SIGKILL (each step logged at info)."""
-        if await self.wait_group(grace_seconds):
-            return
-        log.info("agent process group %d: still running; sending SIGTERM", self.process.pid)
-        self.signal_group(signal.SIGTERM)
-        if await self.wait_group(kill_after_seconds):
-            return
-        log.info("agent process group %d: still running; sending SIGKILL", self.process.pid)
-        self.kill()
+        those left ``kill_after_seconds`` later SIGKILL (each step logged at info).
+        Then waits (at most ``grace_seconds``) until the agent's stderr is passed on."""
+        if not await self.wait_group(grace_seconds):
+            log.info("agent process group %d: still running; sending SIGTERM", self.process.pid)
+            self.signal_group(signal.SIGTERM)
+            if not await self.wait_group(kill_after_seconds):
+                log.info("agent process group %d: still running; sending SIGKILL", self.process.pid)
+                self.kill()
+        await self.wait_stderr(grace_seconds)
 
     async def stop(self, grace_seconds: float, kill_after_seconds: float) -> int:
         """Closes the agent's stdin, then ends its group (:meth:`stop_group`).
