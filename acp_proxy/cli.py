@@ -11,7 +11,8 @@
     acp-proxy check-config FILE [-- AGENT_CMD ...]
 
 This module is the only place that maps errors to exit statuses: the
-agent's status as the proxy's; 2 for a :class:`~acp_proxy.errors.UsageError`
+agent's status as the proxy's (when the agent died of signal N, the proxy
+dies of signal N too); 2 for a :class:`~acp_proxy.errors.UsageError`
 (usage, configuration, a file or command the options name), printed as one
 line on stderr; 1 for a failed ``--connect`` and for an internal error.
 """
@@ -19,8 +20,11 @@ line on stderr; 1 for a failed ``--connect`` and for an internal error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import shlex
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
@@ -211,8 +215,12 @@ def _main(argv: list[str]) -> int:
     if mode == "listen":
         find_command(agent_cmd[0])
     audit = _open_audit(cfg.audit.path)
+    from acp_proxy.shell.transport.process import AgentSignalled
+
     try:
-        return _run(mode, args, cfg, agent_cmd, audit)
+        status = _run(mode, args, cfg, agent_cmd, audit)
+    except AgentSignalled as exc:
+        status = -exc.signum
     except KeyboardInterrupt:
         return 130
     except (UsageError, ConnectFailed):
@@ -226,6 +234,21 @@ def _main(argv: list[str]) -> int:
         flush_log_summaries(everything=True)
         if audit is not None:
             audit.close()
+    return _die_like_the_agent(-status) if status < 0 else status
+
+
+def _die_like_the_agent(signum: int) -> int:
+    """The agent died of ``signum``: the proxy dies of it too (default handler), so the
+    client sees the same; returns 128+N only if the signal does not end the process."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(ValueError, OSError):  # SIGKILL and SIGSTOP have no handler
+        signal.signal(signum, signal.SIG_DFL)
+    with contextlib.suppress(ValueError, OSError):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
+    return 128 + signum
 
 
 def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
@@ -282,8 +305,10 @@ def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
     try:
         status: int = trio.run(func, *args)
     except BaseExceptionGroup as group:
+        from acp_proxy.shell.transport.process import AgentSignalled
+
         leaf = _unwrap(group)
-        if isinstance(leaf, (UsageError, ConnectFailed)):
+        if isinstance(leaf, (UsageError, ConnectFailed, AgentSignalled)):
             raise leaf from None
         raise
     return status

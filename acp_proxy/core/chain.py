@@ -207,7 +207,11 @@ class ChainAdapter:
             elif type(item) is Lines:
                 for frame in item.frames():
                     out.extend(self._frame(frame, now))
-            elif type(item) is Oversize or type(item) is Partial:
+            elif type(item) is Oversize:
+                # its prefix holds the conductor's envelope id, never a client id: not read
+                bare = Oversize(item.size_bytes, item.complete)
+                out.extend(self.wrap(self.core.receive(Peer.CLIENT, bare, now)))
+            elif type(item) is Partial:
                 out.extend(self.wrap(self.core.receive(Peer.CLIENT, item, now)))
         return out
 

@@ -146,6 +146,8 @@ class Relay:
             status (``None`` if unknown).
         stop_agent: awaited after the agent's input is closed because the
             client went away (grace period, terminate).
+        exit_detail: gives the reason named in the errors for the client's
+            requests in flight once the agent has exited with a known status.
         channel_batches: capacity of each outgoing memory channel, in batches.
         max_queued_bytes: bytes queued toward one peer before its feeding
             reader waits (one larger batch passes alone).
@@ -166,6 +168,7 @@ class Relay:
         audit: AuditSink | None = None,
         wait_agent: Callable[[], Awaitable[int | None]] | None = None,
         stop_agent: Callable[[], Awaitable[object]] | None = None,
+        exit_detail: Callable[[int | None], Awaitable[str]] | None = None,
         channel_batches: int = 64,
         flush_timeout_seconds: float = 10.0,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
@@ -179,6 +182,7 @@ class Relay:
         self.audit = audit
         self._wait_agent = wait_agent
         self._stop_agent = stop_agent
+        self._exit_detail = exit_detail
         self._channels = {
             peer: trio.open_memory_channel[list[bytes] | None](channel_batches) for peer in Peer
         }
@@ -367,11 +371,12 @@ class Relay:
         status: int | None = None
         if self._wait_agent is not None:
             status = await self._wait_agent()
-        detail = (
-            "agent closed the connection"
-            if status is None
-            else f"agent exited with status {status}"
-        )
+        if status is None:
+            detail = "agent closed the connection"
+        elif self._exit_detail is not None:
+            detail = await self._exit_detail(status)
+        else:
+            detail = f"agent exited with status {status}"
         await self._core_ready()
         await self._apply(self.core.peer_closed(Peer.AGENT, self._now(), detail))
         self._drained.set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from support.e2ekit import (
     notif,
     ok,
     open_proxy,
+    process_running,
     proxy_command,
     read_audit,
     req,
@@ -168,7 +170,8 @@ async def test_agent_exit_ends_the_connection_even_if_a_child_holds_its_stdout(
                 start = trio.current_time()
                 await proxy.send(req(0, "initialize", {"protocolVersion": 1}))
                 assert await proxy.out.recv_line() == notif("_x/bye")
-                reason = "agent exited with status 4"
+                # no initialize answer: the error carries the agent's last stderr line
+                reason = f"agent exited with status 4; its stderr ended with: child {child_pid}"
                 assert await proxy.out.recv_json() == _error(
                     0,
                     -32603,
@@ -178,8 +181,11 @@ async def test_agent_exit_ends_the_connection_even_if_a_child_holds_its_stdout(
                 await proxy.out.expect_eof()
                 assert await proxy.wait() == 4
                 assert trio.current_time() - start < 10
+                # the child was in the agent's process group: stopped after the grace period
+                assert not process_running(child_pid)
             finally:
-                os.kill(child_pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child_pid, signal.SIGKILL)
 
 
 async def test_agent_output_is_drained_after_exit_however_slow_the_client(

@@ -204,17 +204,19 @@ class AgentSide:
 
 
 @asynccontextmanager
-async def open_proxy(command: Sequence[str]) -> AsyncIterator[ProxyRun]:
+async def open_proxy(command: Sequence[str], *, own_group: bool = False) -> AsyncIterator[ProxyRun]:
     """Starts ``command`` (a proxy command line) with piped stdio.
 
     The proxy's stderr is drained into :attr:`ProxyRun.stderr` all the time.
-    On exit the process is killed if still running.
+    On exit the process is killed if still running. ``own_group``: in a new
+    process group, like the foreground job of a terminal.
     """
     proc = await trio.lowlevel.open_process(
         list(command),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        process_group=0 if own_group else None,
     )
     assert proc.stdout is not None
     assert proc.stderr is not None
@@ -266,6 +268,16 @@ async def bridged_proxy(
     finally:
         sock.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def process_running(pid: int) -> bool:
+    """True while process ``pid`` runs (a zombie waiting for init to reap it does not; Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] != b"Z"
 
 
 def read_audit(path: Path) -> list[dict[str, Any]]:

@@ -24,10 +24,10 @@ from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import nested_deeper_than
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
-from acp_proxy.core.wire.passthrough import REFERENCE_LISTS, UPDATE_RULES
+from acp_proxy.core.wire.passthrough import CANCEL_REQUEST, REFERENCE_LISTS, UPDATE_RULES
 from acp_proxy.core.wire.views import VIEW_KEY
 
-__all__ = ["MAX_HELD_NESTING", "AgentDirection"]
+__all__ = ["CANCEL_REQUEST", "MAX_HELD_NESTING", "AgentDirection"]
 
 _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
@@ -165,6 +165,8 @@ class AgentDirection:
         p = m.params
         if p is None:
             return None
+        if m.method == CANCEL_REQUEST:
+            return self._held_request_session(p)
         known = self.registry.known
         sid = p.get("sessionId")
         if type(sid) is str and sid not in known:
@@ -189,6 +191,16 @@ class AgentDirection:
                             if type(v) is str and v not in known:
                                 return v
         return None
+
+    def _held_request_session(self, params: dict[str, Any]) -> str | None:
+        """For an agent ``$/cancel_request``: the session under which the agent request it
+        names is held, if it is (the cancel is then held behind it, in order), else ``None``."""
+        rid = params.get("requestId")
+        if type(rid) is not str and type(rid) is not int:
+            return None
+        entry = self.inflight.pending[_AGENT].get(rid)
+        sid = None if entry is None else entry[1]
+        return sid if type(sid) is str and sid in self.hold else None
 
     def route_all(self, msgs: list[Message], now: float, out: list[Action]) -> None:
         """Delivers or holds ``msgs`` in order; messages released by one are

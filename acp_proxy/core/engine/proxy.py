@@ -50,6 +50,7 @@ from acp_proxy.core.wire.jsonrpc import (
     error_frame,
     parse,
 )
+from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
     REFERENCE_KEYS,
     SESSION_ID_KEYS,
@@ -182,7 +183,8 @@ class ProxyCore:
                 lines = self._run(item.data, now) if source is _AGENT else None
                 out.extend(self._frames(source, item.frames(), now) if lines is None else lines)
             elif type(item) is Oversize:
-                out.extend(self._oversize(source, item.size_bytes, item.complete))
+                rid = request_id_from_prefix(item.prefix) if source is _CLIENT else None
+                out.extend(self._oversize(source, item.size_bytes, item.complete, rid))
             elif type(item) is Partial:
                 out.extend(self._partial(source, item.size_bytes))
         if run:
@@ -310,11 +312,14 @@ class ProxyCore:
         n.forwarded += count
         return [Send(_CLIENT, data)]
 
-    def _oversize(self, source: Peer, size_bytes: int, complete: bool) -> list[Action]:
+    def _oversize(self, source: Peer, size_bytes: int, complete: bool, rid: Any) -> list[Action]:
         """Reports a message skipped by the framer for exceeding ``max_message_bytes``.
 
-        A client's oversize message is answered with ``-32600`` (id ``null``:
-        its id was never read); an agent's is dropped. Both are audited.
+        A client's oversize message is answered with ``-32600``, with its id
+        ``rid`` when the shell could read it from the message's start
+        (:func:`~acp_proxy.core.wire.jsonscan.request_id_from_prefix`), else
+        ``null`` (also when ``rid`` is in flight: a later ``id`` could differ);
+        an agent's is dropped. Both are audited.
         """
         out: list[Action] = []
         self.n.accepted += 1
@@ -324,7 +329,9 @@ class ProxyCore:
         self.ledger.audit(out, "oversize_message", source, reason=reason)
         out.append(Report("warning", f"{source.value} sent an oversize message: {reason}"))
         if source is _CLIENT and complete:
-            self.ledger.answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
+            if rid in self.inflight.pending[_CLIENT]:
+                rid = None
+            self.ledger.answer(out, _CLIENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
         else:
             self.n.dropped += 1
         return out

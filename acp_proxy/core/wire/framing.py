@@ -5,7 +5,10 @@ complete frames. It splits on ``0x0A`` only (never on ``\\r`` or U+2028),
 accepts and strips one ``\\r`` before the ``\\n`` and a UTF-8 BOM at the very
 start of the stream, and never buffers more than ``max_message_bytes`` of one
 message: an oversize message is skipped up to its newline and reported as an
-:class:`Oversize` event, and the stream lives on.
+:class:`Oversize` event (with its first :data:`OVERSIZE_PREFIX_BYTES`, so its
+id can be read), and the stream lives on. A last line without a newline is
+delivered as a frame when it is a complete JSON value, else reported as
+:class:`Partial`.
 
 Scanning is linear: every byte is examined once by ``bytes.find``.
 """
@@ -15,10 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import attrs
+import msgspec
 
-__all__ = ["BOM", "Incoming", "LineFramer", "Lines", "Oversize", "Partial"]
+__all__ = ["BOM", "OVERSIZE_PREFIX_BYTES", "Incoming", "LineFramer", "Lines", "Oversize", "Partial"]
 
 BOM = b"\xef\xbb\xbf"
+
+#: bytes kept of the start of an oversize message (:attr:`Oversize.prefix`)
+OVERSIZE_PREFIX_BYTES = 4096
 
 
 @attrs.frozen
@@ -29,10 +36,14 @@ class Oversize:
         size_bytes: bytes skipped (the whole message when its end was seen,
             otherwise the bytes skipped so far, at least ``max_message_bytes + 1``).
         complete: True when the newline ending it was seen.
+        prefix: its first bytes (at most :data:`OVERSIZE_PREFIX_BYTES`; not
+            compared), enough to read the id of a request written
+            ``{"jsonrpc", "id", "method", ...}`` as clients do.
     """
 
     size_bytes: int
     complete: bool
+    prefix: bytes = attrs.field(default=b"", eq=False, repr=False)
 
 
 @attrs.frozen
@@ -96,6 +107,7 @@ class LineFramer:
         self._skipping = 0  # >0: inside an oversize message, bytes skipped so far
         self._skipped_cr = False  # the last byte skipped was \r (maybe part of \r\n)
         self._bom_checked = False
+        self._prefix = b""  # the start of the oversize message being skipped
 
     @property
     def buffered_bytes(self) -> int:
@@ -164,7 +176,8 @@ class LineFramer:
             if (data[nl - 1] == 0x0D) if nl > 0 else self._skipped_cr:
                 total -= 1
             self._skipping = 0
-            out.append(Oversize(total, True))
+            out.append(Oversize(total, True, self._prefix))
+            self._prefix = b""
             start = nl + 1
         elif buf:
             nl = data.find(b"\n")
@@ -177,7 +190,7 @@ class LineFramer:
                 del buf[-1]
             length = len(buf)
             if length > limit:
-                out.append(Oversize(length, True))
+                out.append(Oversize(length, True, bytes(buf[:OVERSIZE_PREFIX_BYTES])))
             elif length:
                 out.append(bytes(buf))
             buf.clear()
@@ -198,7 +211,7 @@ class LineFramer:
                 end -= 1
             length = end - start
             if length > limit:
-                append(Oversize(length, True))
+                append(Oversize(length, True, data[start : start + OVERSIZE_PREFIX_BYTES]))
             elif length:
                 append(data[start:end])
             start = nl + 1
@@ -214,18 +227,35 @@ class LineFramer:
             # +1 leaves room for a trailing \r of a message of exactly `limit` bytes.
             self._skipping = len(buf)
             self._skipped_cr = buf[-1] == 0x0D
+            self._prefix = bytes(buf[:OVERSIZE_PREFIX_BYTES])
             buf.clear()
 
-    def close(self) -> Iterator[Partial | Oversize]:
-        """Ends the stream; reports a half-written last line, if any.
+    def close(self) -> Iterator[bytes | Partial | Oversize]:
+        """Ends the stream; delivers or reports a last line without a newline, if any.
 
         Yields:
-            :class:`Partial` for leftover bytes, :class:`Oversize` with
-            ``complete=False`` for an unfinished oversize message.
+            the last line as a frame when it is one complete JSON value (one
+            ``\\r`` at its end dropped) of at most ``max_message_bytes``;
+            otherwise :class:`Partial` for leftover bytes; :class:`Oversize`
+            with ``complete=False`` for an unfinished oversize message.
         """
         if self._skipping:
-            yield Oversize(self._skipping, False)
+            yield Oversize(self._skipping, False, self._prefix)
         elif self._buf:
-            yield Partial(len(self._buf))
+            last = bytes(self._buf[:-1] if self._buf[-1] == 0x0D else self._buf)
+            if last and len(last) <= self.max_message_bytes and _complete_json(last):
+                yield last
+            else:
+                yield Partial(len(self._buf))
         self._skipping = 0
+        self._prefix = b""
         self._buf.clear()
+
+
+def _complete_json(data: bytes) -> bool:
+    """True when ``data`` is exactly one JSON value (validated, nothing built)."""
+    try:
+        msgspec.json.decode(data, type=msgspec.Raw)
+    except msgspec.DecodeError:
+        return False
+    return True

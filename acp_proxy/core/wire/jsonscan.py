@@ -15,13 +15,18 @@ from acp_proxy.core.wire.jsonrpc import dumps
 from acp_proxy.core.wire.views import TOKEN as _TOKEN
 from acp_proxy.core.wire.views import VIEW_KEY
 
-__all__ = ["member_spans", "member_text", "without_member"]
+__all__ = ["member_spans", "member_text", "request_id_from_prefix", "without_member"]
 
 _WS = b" \t\r\n"
 
 
 def member_spans(
-    raw: bytes, start: int = 0, end: int | None = None, dups: set[str] | None = None
+    raw: bytes,
+    start: int = 0,
+    end: int | None = None,
+    dups: set[str] | None = None,
+    *,
+    prefix: bool = False,
 ) -> dict[str, tuple[int, int]] | None:
     """Finds where each member value of a JSON object lies in ``raw``.
 
@@ -34,6 +39,9 @@ def member_spans(
         start: offset of the object's text.
         end: end of the object's text (default: ``len(raw)``).
         dups: if given, receives the keys that occur more than once.
+        prefix: ``raw[start:end]`` is only the start of an object: the
+            members complete in it are returned (a string cut short matches
+            no token, so nothing inside it is read as a member).
 
     Returns:
         ``{key: (value_start, value_end)}`` with offsets into ``raw``; for a
@@ -77,6 +85,34 @@ def member_spans(
                 expect_key = True
         elif c == 0x7D or c == 0x5D:  # } ]
             depth -= 1
+    return spans if prefix and depth >= 1 else None
+
+
+_SAFE_INT = 2**53
+
+
+def request_id_from_prefix(prefix: bytes) -> Any:
+    """The id of the request that ``prefix`` begins, when the prefix alone shows it; else None.
+
+    For an oversize message (only its start kept): the top-level members
+    complete in ``prefix`` must include ``method`` and exactly one ``id``
+    (keys compared decoded, so an escaped spelling counts twice) that is a
+    string or a safe integer, and no ``result`` / ``error``. A second ``id``
+    after the prefix cannot be seen: callers must not answer an id in flight.
+    """
+    dups: set[str] = set()
+    spans = member_spans(prefix, dups=dups, prefix=True)
+    if spans is None or "id" in dups or "method" not in spans:
+        return None
+    if "result" in spans or "error" in spans or "id" not in spans:
+        return None
+    start, end = spans["id"]
+    try:
+        rid = json.loads(prefix[start:end])
+    except ValueError:
+        return None
+    if type(rid) is str or (type(rid) is int and -_SAFE_INT < rid < _SAFE_INT):
+        return rid
     return None
 
 

@@ -20,6 +20,7 @@ from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta
 from acp_proxy.core.wire.runs import Envelope, update_kind
 
 __all__ = [
+    "CANCEL_REQUEST",
     "REFERENCE_LISTS",
     "SESSION_ID_KEYS",
     "UPDATE_RULES",
@@ -74,6 +75,9 @@ _NEEDS: dict[str, str | None] = {
     su: None if rule.always else rule.refs[0] if rule.refs else None
     for su, rule in UPDATE_RULES.items()
 }
+#: Never on the fast path from the agent: it may name a request the hold buffer
+#: keeps, and must then stay behind it (``AgentDirection.unknown_session``).
+CANCEL_REQUEST = "$/cancel_request"
 _NEVER: Any = object()
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
 _PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
@@ -112,7 +116,7 @@ def uninspected(body: Any, known: Collection[str]) -> bool:
         return False  # not a string: refused (ProxyCore._bad_session_id)
     upd = params.get("update")
     if type(upd) is not dict:
-        return True
+        return method != CANCEL_REQUEST
     if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
         return False
     if method != "session/update":

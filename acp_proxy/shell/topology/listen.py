@@ -298,7 +298,7 @@ class _Listener:
                         nursery.start_soon(client.aclose, CLOSE_GOING_AWAY, "acp-proxy is stopping")
                     ping = (cfg.listen.ping_interval_seconds, cfg.listen.ping_timeout_seconds)
                     nursery.start_soon(client.keepalive, *ping)
-                    nursery.start_soon(agent.watch_exit, cfg.process.grace_seconds)
+                    nursery.start_soon(agent.watch_exit)
                     result = await relay.run()
                     nursery.cancel_scope.cancel()
             finally:
@@ -310,13 +310,14 @@ class _Listener:
                 status = result.agent_status
                 why = f"agent exited with status {status}"
                 await client.aclose(CLOSE_NORMAL if status == 0 else CLOSE_INTERNAL_ERROR, why)
+            await agent.stop_group(cfg.process.grace_seconds, cfg.process.kill_after_seconds)
             log.info("connection %d closed: %s", conn_id, why)
             if audit is not None:
                 audit.write(Audit("connection_closed", None, {"reason": why}))
         finally:
             with trio.CancelScope(shield=True):
                 if agent.process.returncode is None:  # cancelled: no time for grace
-                    agent.process.kill()
+                    agent.kill()
                 await agent.transport.aclose()
                 await agent.wait()
 
@@ -329,6 +330,19 @@ class _Listener:
         with trio.move_on_after(process.grace_seconds + process.kill_after_seconds + 5):
             await self._idle.wait()
         connections.cancel_scope.cancel()
+
+
+def on_sighup(listener: _Listener) -> None:
+    """What SIGHUP does to a ``--listen`` server: the reload hook.
+
+    A server is never stopped by SIGHUP (a closing terminal, a supervisor's
+    reload): every connection and its agent go on. Nothing is reloaded yet;
+    the hook only logs.
+    """
+    log.info(
+        "SIGHUP: serving on (%d connections); nothing to reload, the configuration is unchanged",
+        listener.active,
+    )
 
 
 async def run_listen(
@@ -380,7 +394,7 @@ async def run_listen(
     )
     listener = _Listener(cfg, target, agent_cmd, audit, token, hosts)
     slots = _StreamSlots(cfg.listen.max_connections + cfg.listen.max_pending_handshakes)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
                 server = ByteCountingServer(
@@ -399,6 +413,9 @@ async def run_listen(
                 print(f"acp-proxy: listening on {' '.join(urls)}", file=sys.stderr, flush=True)
                 task_status.started(urls)
                 async for signum in signals:
+                    if signum == signal.SIGHUP:
+                        on_sighup(listener)
+                        continue
                     log.info("signal %d: stopping", signum)
                     break
                 accepting.cancel_scope.cancel()

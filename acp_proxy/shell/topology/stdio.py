@@ -12,43 +12,48 @@ from collections.abc import Sequence
 import trio
 
 from acp_proxy.config import Config
+from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.transport.base import FrameTransport
-from acp_proxy.shell.transport.process import AgentProcess
+from acp_proxy.shell.transport.process import STDERR_TAIL_BYTES, AgentProcess, AgentSignalled
 from acp_proxy.shell.transport.stdio import open_stdio_transport
 
-__all__ = ["forward_signals", "run_stdio_process"]
+__all__ = ["agent_relay", "forward_signals", "run_stdio_process", "with_stderr_tail"]
 
 log = logging.getLogger("acp_proxy")
 
 
-async def forward_signals(agent: AgentProcess, kill_after_seconds: float | None = None) -> None:
-    """Passes SIGINT and SIGTERM received by the proxy on to the agent, until cancelled.
+async def forward_signals(agent: AgentProcess, kill_after_seconds: float) -> None:
+    """Passes the signals a terminal would send the agent on to its process group, until
+    cancelled.
 
-    Args:
-        agent: the agent process.
-        kill_after_seconds: after a SIGTERM, an agent still running this long
-            later is killed (an agent ignoring SIGTERM must not keep the proxy
-            alive, nor be orphaned when the proxy is then killed); ``None``: never.
+    SIGINT, SIGTERM and SIGHUP go to the whole group (once: the agent is in
+    its own session, out of the terminal's reach). A second SIGINT escalates
+    to SIGTERM. After a SIGTERM, anything of the group still running
+    ``kill_after_seconds`` later is killed (an agent ignoring SIGTERM must
+    not keep the proxy alive). Each step is logged at info.
     """
 
     async def kill_later() -> None:
-        assert kill_after_seconds is not None
-        with trio.move_on_after(kill_after_seconds):
-            await agent.wait()
-            return
-        log.warning("agent still running %.1fs after SIGTERM; killing it", kill_after_seconds)
-        agent.kill()
+        if not await agent.wait_group(kill_after_seconds):
+            log.info("agent still running %.1fs after SIGTERM; sending SIGKILL", kill_after_seconds)
+            agent.kill()
 
     async with trio.open_nursery() as nursery:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            escalating = False
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            interrupted = terminating = False
             async for signum in signals:
-                log.info("passing signal %d on to the agent", signum)
-                agent.send_signal(signum)
-                if signum == signal.SIGTERM and kill_after_seconds is not None and not escalating:
-                    escalating = True
+                name = signal.Signals(signum).name
+                if signum == signal.SIGINT and interrupted and not terminating:
+                    log.info("second SIGINT: sending SIGTERM to the agent's process group")
+                    signum = signal.SIGTERM
+                else:
+                    log.info("passing %s on to the agent's process group", name)
+                interrupted = interrupted or signum == signal.SIGINT
+                agent.signal_group(signum)
+                if signum == signal.SIGTERM and not terminating:
+                    terminating = True
                     nursery.start_soon(kill_later)
 
 
@@ -62,8 +67,10 @@ def agent_relay(
     """A :class:`Relay` between ``client`` and a started agent process.
 
     After the agent's stdout ends, its exit is awaited for
-    ``process.grace_seconds`` before it is terminated; after the client goes
-    away, the agent's stdin is closed and it is stopped the same way.
+    ``process.grace_seconds`` before its group is terminated; after the client
+    goes away, the agent's stdin is closed and it is stopped the same way.
+    When the agent exits before answering ``initialize``, the errors for the
+    client's requests carry the last lines it wrote to stderr.
     """
     grace = config.process.grace_seconds
     kill_after = config.process.kill_after_seconds
@@ -77,6 +84,13 @@ def agent_relay(
     async def stop_agent() -> int:
         return await agent.stop(grace, kill_after)
 
+    async def exit_detail(status: int | None) -> str:
+        detail = f"agent exited with status {status}"
+        if core.protocol_version is not None or not core.pending_requests(Peer.CLIENT):
+            return detail
+        await agent.wait_stderr(grace)
+        return with_stderr_tail(detail, agent.stderr_tail)
+
     return Relay(
         core,
         client,
@@ -84,14 +98,32 @@ def agent_relay(
         audit=audit,
         wait_agent=wait_agent,
         stop_agent=stop_agent,
+        exit_detail=exit_detail,
         channel_batches=config.limits.channel_messages,
     )
+
+
+def with_stderr_tail(detail: str, tail: bytes) -> str:
+    """``detail`` plus the last lines of ``tail`` (the agent's stderr), if any.
+
+    The tail is cut to whole lines when it holds more than one.
+    """
+    text = tail.decode("utf-8", "replace")
+    if len(tail) >= STDERR_TAIL_BYTES and "\n" in text.rstrip("\n"):
+        text = text[text.index("\n") + 1 :]  # the first line is a fragment
+    text = text.strip()
+    return f"{detail}; its stderr ended with: {text}" if text else detail
 
 
 async def run_stdio_process(
     config: Config, agent_command: Sequence[str], audit: AuditSink | None
 ) -> int:
-    """Runs the stdio <-> subprocess topology until the agent has exited.
+    """Runs the stdio <-> subprocess topology until the agent's group has ended.
+
+    When the agent has exited, the client's requests in flight are answered
+    at once; what is left of its process group is ended after
+    ``process.grace_seconds`` (SIGTERM, then SIGKILL after
+    ``process.kill_after_seconds``).
 
     Args:
         config: effective configuration.
@@ -99,8 +131,11 @@ async def run_stdio_process(
         audit: audit sink or ``None``.
 
     Returns:
-        The proxy's exit status: the agent's (128+N for signal N), or 127 when
-        the agent cannot be started.
+        The proxy's exit status: the agent's, or 127 when the agent cannot be
+        started.
+
+    Raises:
+        AgentSignalled: the agent died of a signal (the proxy should too).
     """
     try:
         agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
@@ -110,13 +145,20 @@ async def run_stdio_process(
     client = open_stdio_transport(config.limits.max_message_bytes)
     core = ProxyCore(config)
     relay = agent_relay(core, client, agent, config, audit)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(forward_signals, agent, config.process.kill_after_seconds)
-        nursery.start_soon(agent.watch_exit, config.process.grace_seconds)
-        result = await relay.run()
-        nursery.cancel_scope.cancel()
-    await client.aclose()
-    status = result.agent_status
-    if status is None:
-        status = await agent.wait()
-    return status
+    process = config.process
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(forward_signals, agent, process.kill_after_seconds)
+            nursery.start_soon(agent.watch_exit)
+            await relay.run()
+            await client.aclose()
+            await agent.stop_group(process.grace_seconds, process.kill_after_seconds)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            if agent.process.returncode is None:  # cancelled: no time for grace
+                agent.kill()
+            rc = await agent.process.wait()
+    if rc < 0:
+        raise AgentSignalled(-rc)
+    return rc

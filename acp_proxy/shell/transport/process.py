@@ -1,61 +1,145 @@
-"""The agent subprocess (docs/design.md section 3, "Command line").
+"""The agent subprocess and its process group (docs/design.md section 3, "Command line").
 
-The agent's stdin/stdout carry ACP frames; its stderr is inherited, so it
-reaches the proxy's stderr byte for byte and can never stall the relay.
+The agent's stdin/stdout carry ACP frames. Its stderr is read by the proxy
+and written to the proxy's stderr byte for byte (in a worker thread, so a
+slow stderr never stalls the relay); the last :data:`STDERR_TAIL_BYTES` are
+kept for the error that tells the client why the agent stopped.
+
+The agent is the leader of a new session (``setsid``), so a terminal's
+Ctrl-C reaches it once, through the proxy, and everything it starts
+(the real agent behind ``npx`` / ``uvx`` / ``sh -c``) is in its process
+group: every stop signals the whole group (:meth:`AgentProcess.stop`,
+:meth:`AgentProcess.stop_group`). A process that leaves the group
+(``setsid``, a daemon) is out of reach.
+
+When the proxy itself is SIGKILLed it cannot stop anything: on Linux the
+agent is started with ``PR_SET_PDEATHSIG = SIGKILL``, so the kernel kills the
+agent process (even one ignoring SIGTERM) when the proxy dies. Its own
+children are not killed that way: they get EOF on stdin and EPIPE on stdout
+from then on. Elsewhere nothing ends the agent when the proxy is SIGKILLed.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
+import fcntl
+import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
+import termios
 from collections.abc import Callable, Sequence
 
 import trio
 
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
 
-__all__ = ["AgentProcess", "exit_status"]
+__all__ = ["STDERR_TAIL_BYTES", "AgentProcess", "AgentSignalled", "describe_exit", "exit_status"]
+
+log = logging.getLogger("acp_proxy")
+
+#: bytes of the agent's stderr kept for the client's error after a failed start
+STDERR_TAIL_BYTES = 2048
+
+#: how often the process group is checked for members while waiting for it to empty
+GROUP_POLL_SECONDS = 0.05
+
+
+class AgentSignalled(Exception):
+    """The agent died of signal ``signum``: the proxy should die of it too.
+
+    Attributes:
+        signum: the signal number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"agent killed by signal {signum}")
+        self.signum = signum
+
+
+def _bytes_available(stream: trio.lowlevel.FdStream) -> int:
+    """Bytes waiting in the pipe behind ``stream`` (``FIONREAD``; 0 if unknown)."""
+    buf = array.array("i", [0])
+    try:
+        fcntl.ioctl(stream.fileno(), termios.FIONREAD, buf)
+    except (OSError, ValueError):  # closed already
+        return 0
+    return buf[0]
 
 
 class _AgentOutput(trio.abc.ReceiveStream):
-    """The agent's stdout, ending once the agent has exited and it goes idle.
+    """A pipe from the agent, ending once the agent has exited and what it wrote is read.
 
-    A background child that inherited the agent's stdout can hold the pipe
-    open long after the agent exited. After :meth:`agent_exited`, a read that
-    gets no data within ``drain_seconds`` counts as end of stream; reads that
-    find data keep draining it however slowly the relay consumes it.
+    A background child that inherited the pipe can hold it open (and write
+    on) long after the agent exited. :meth:`agent_exited` counts the bytes
+    waiting in the pipe at that moment: the agent's last words (and whatever
+    was written before it), delivered however slowly they are consumed;
+    then the stream ends, whatever comes later.
     """
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self._stream = stream
-        self._drain_seconds: float | None = None
+        self._left: int | None = None  # after exit: bytes still to deliver
         self._scope: trio.CancelScope | None = None
 
-    def agent_exited(self, drain_seconds: float) -> None:
-        """From now on, ``drain_seconds`` without data ends the stream."""
-        self._drain_seconds = drain_seconds
+    def agent_exited(self) -> None:
+        """From now on, only the bytes already in the pipe are delivered."""
+        self._left = _bytes_available(self._stream)
         if self._scope is not None:
             self._scope.cancel()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        while self._drain_seconds is None:
+        while self._left is None:
             with trio.CancelScope() as scope:
                 self._scope = scope
                 try:
                     return await self._stream.receive_some(max_bytes)
                 finally:
                     self._scope = None
-            # Cancelled by agent_exited (no data was consumed): read on with a deadline.
-        with trio.move_on_after(self._drain_seconds):
-            return await self._stream.receive_some(max_bytes)
-        return b""
+            # Cancelled by agent_exited (no data was consumed): read what is left.
+        if self._left <= 0:
+            return b""
+        data = await self._stream.receive_some(min(self._left, max_bytes or self._left))
+        self._left -= len(data)
+        return data
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+class _StderrRelay:
+    """Copies the agent's stderr to the proxy's (fd 2), keeping its last bytes."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self.output = _AgentOutput(stream)
+        self.tail = bytearray()
+        self.done = trio.Event()
+        self._broken = False
+
+    async def run(self) -> None:
+        try:
+            while data := await self.output.receive_some(64 * 1024):
+                self.tail += data
+                del self.tail[:-STDERR_TAIL_BYTES]
+                if not self._broken:
+                    await trio.to_thread.run_sync(self._write, bytes(data), abandon_on_cancel=True)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            self.done.set()
+            with contextlib.suppress(OSError):
+                await self.output.aclose()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            while data:
+                data = data[os.write(2, data) :]
+        except OSError:
+            self._broken = True  # the proxy's stderr is gone: keep reading, stop writing
 
 
 def _load_prctl() -> Callable[[int, int], int] | None:
@@ -74,20 +158,21 @@ _PRCTL = _load_prctl()
 
 
 def _die_with_parent() -> None:
-    """In the agent, before exec: SIGTERM it when the proxy dies (Linux ``prctl``).
+    """In the agent, before exec: SIGKILL it when the proxy dies (Linux ``prctl``).
 
-    So an agent is never orphaned, even when the proxy is SIGKILLed.
-    Elsewhere this does nothing. The kernel sends the signal when the
-    *thread* that forked the agent ends, so :func:`_spawn` must run in the
-    proxy's main (trio) thread, never in a worker thread (trio's idle
-    workers exit after 10 s, which would end the agent with them).
+    So an agent is never orphaned, even when the proxy is SIGKILLed and the
+    agent ignores SIGTERM. Elsewhere this does nothing. The kernel sends the
+    signal when the *thread* that forked the agent ends, so :func:`_spawn`
+    must run in the proxy's main (trio) thread, never in a worker thread
+    (trio's idle workers exit after 10 s, which would end the agent with them).
     """
     if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _spawn(command: list[str], env: dict[str, str] | None) -> subprocess.Popen[bytes]:
-    """Forks and execs the agent from the calling thread (see :func:`_die_with_parent`).
+    """Forks and execs the agent, leader of a new session, from the calling thread
+    (see :func:`_die_with_parent`).
 
     Raises:
         OSError: the command cannot be executed.
@@ -96,8 +181,9 @@ def _spawn(command: list[str], env: dict[str, str] | None) -> subprocess.Popen[b
         command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=None,
+        stderr=subprocess.PIPE,
         env=env,
+        start_new_session=True,
         preexec_fn=_die_with_parent,
     )
 
@@ -106,20 +192,24 @@ class AgentChild:
     """The started agent process: what the proxy needs of a ``trio.Process``.
 
     Attributes:
-        pid: the agent's process id.
+        pid: the agent's process id (also its process group id).
         stdin: trio stream to the agent's stdin.
         stdout: trio stream from the agent's stdout.
+        stderr: trio stream from the agent's stderr.
     """
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         assert popen.stdin is not None
         assert popen.stdout is not None
+        assert popen.stderr is not None
         self._popen = popen
         self.pid = popen.pid
         self.stdin = trio.lowlevel.FdStream(os.dup(popen.stdin.fileno()))
         self.stdout = trio.lowlevel.FdStream(os.dup(popen.stdout.fileno()))
+        self.stderr = trio.lowlevel.FdStream(os.dup(popen.stderr.fileno()))
         popen.stdin.close()
         popen.stdout.close()
+        popen.stderr.close()
         self._wait_lock = trio.Lock()
         self._pidfd: int | None = None
         if sys.platform == "linux":
@@ -149,8 +239,44 @@ class AgentChild:
         self._popen.send_signal(sig)
 
     def kill(self) -> None:
-        """Sends SIGKILL unless the agent has already been reaped."""
-        self._popen.kill()
+        """Sends SIGKILL to the agent's whole process group."""
+        signal_group(self.pid, signal.SIGKILL)
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Sends ``sig`` to process group ``pgid``; False when the group has no member left.
+
+    The agent's pid names its group for as long as any member lives (the
+    kernel does not reuse a process group id while it is in use).
+    """
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a member we may not signal (setuid): still there
+    return True
+
+
+def _live_member(pgid: int) -> bool:
+    """False when every member of group ``pgid`` is a zombie (Linux ``/proc``): an exited
+    grandchild waits for init to reap it, and still counts for ``killpg``. True elsewhere."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid pgrp ...
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
 
 
 def exit_status(returncode: int) -> int:
@@ -158,11 +284,23 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-class AgentProcess:
-    """A running agent and its frame transport.
+def describe_exit(returncode: int) -> str:
+    """``"exited with status N"`` or ``"was killed by signal N (SIGNAME)"``."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "unknown"
+    return f"was killed by signal {-returncode} ({name})"
 
-    Use :meth:`start`; then :attr:`transport` for frames, :meth:`wait` for
-    its exit, :meth:`stop` to end it gracefully.
+
+class AgentProcess:
+    """A running agent, its process group and its frame transport.
+
+    Use :meth:`start`; run :meth:`watch_exit` beside the relay; then
+    :attr:`transport` for frames, :meth:`wait` for its exit, :meth:`stop` to
+    end it gracefully, :meth:`stop_group` for what is left of its group.
 
     Attributes:
         process: the :class:`AgentChild` (``pid``, ``returncode``, ``wait``,
@@ -173,6 +311,7 @@ class AgentProcess:
     def __init__(self, process: AgentChild, max_message_bytes: int) -> None:
         self.process = process
         self._output = _AgentOutput(process.stdout)
+        self._stderr = _StderrRelay(process.stderr)
         self.transport = NdjsonTransport(
             self._output, process.stdin, max_message_bytes, name="agent"
         )
@@ -181,13 +320,14 @@ class AgentProcess:
     async def start(
         cls, command: Sequence[str], max_message_bytes: int, env: dict[str, str] | None = None
     ) -> AgentProcess:
-        """Starts ``command`` with piped stdin/stdout and inherited stderr.
+        """Starts ``command`` in a new session with piped stdin/stdout/stderr (logged at info).
 
         Raises:
             OSError: the command cannot be executed (not found, not executable).
         """
         await trio.lowlevel.checkpoint()
         proc = AgentChild(_spawn(list(command), env))  # in this thread: see _die_with_parent
+        log.info("agent started: pid %d: %s", proc.pid, shlex.join(command))
         return cls(proc, max_message_bytes)
 
     @property
@@ -196,41 +336,79 @@ class AgentProcess:
         rc = self.process.returncode
         return None if rc is None else exit_status(rc)
 
+    @property
+    def stderr_tail(self) -> bytes:
+        """The last :data:`STDERR_TAIL_BYTES` the agent wrote to stderr (so far)."""
+        return bytes(self._stderr.tail)
+
     async def wait(self) -> int:
         """Waits for the agent to exit; returns its shell exit status."""
         return exit_status(await self.process.wait())
 
-    async def watch_exit(self, drain_seconds: float) -> None:
-        """Waits for the agent to exit; then its stdout ends once idle for ``drain_seconds``.
+    async def wait_stderr(self, seconds: float) -> None:
+        """After the agent's exit, waits (at most ``seconds``) until what it wrote to
+        stderr has been passed on, so that :attr:`stderr_tail` is complete."""
+        with trio.move_on_after(seconds):
+            await self._stderr.done.wait()
+
+    async def watch_exit(self) -> None:
+        """Passes the agent's stderr on; once it exits (logged at info), its stdout and
+        stderr end as soon as what it wrote is read.
 
         Run it as a task beside the relay, so that a background child holding
-        the agent's stdout open cannot keep the connection alive after the
+        the agent's pipes open cannot keep the connection alive after the
         agent is gone.
         """
-        await self.process.wait()
-        self._output.agent_exited(drain_seconds)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._stderr.run)
+            rc = await self.process.wait()
+            log.info("agent pid %d %s", self.process.pid, describe_exit(rc))
+            self._output.agent_exited()
+            self._stderr.output.agent_exited()
 
-    def send_signal(self, sig: int) -> None:
-        """Passes a signal on to the agent (ignored once it has exited)."""
-        if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(sig)
+    def signal_group(self, sig: int) -> bool:
+        """Sends ``sig`` to the agent's process group; False when nothing is left in it."""
+        return signal_group(self.process.pid, sig)
 
     def kill(self) -> None:
-        """Sends SIGKILL (ignored once the agent has exited)."""
-        self.send_signal(signal.SIGKILL)
+        """Sends SIGKILL to the agent's process group."""
+        self.signal_group(signal.SIGKILL)
+
+    def group_running(self) -> bool:
+        """True while a member of the agent's process group is running (not a zombie)."""
+        return self.signal_group(0) and _live_member(self.process.pid)
+
+    async def wait_group(self, seconds: float) -> bool:
+        """Waits at most ``seconds`` for the agent to exit and its group to empty.
+
+        Returns:
+            True when nothing is left of the group.
+        """
+        with trio.move_on_after(seconds):
+            await self.process.wait()
+            while self.group_running():  # noqa: ASYNC110 (other processes; nothing to wait on)
+                await trio.sleep(GROUP_POLL_SECONDS)
+            return True
+        return False
+
+    async def stop_group(self, grace_seconds: float, kill_after_seconds: float) -> None:
+        """Ends the whole group: members left ``grace_seconds`` from now get SIGTERM,
+        those left ``kill_after_seconds`` later SIGKILL (each step logged at info).
+        Then waits (at most ``grace_seconds``) until the agent's stderr is passed on."""
+        if not await self.wait_group(grace_seconds):
+            log.info("agent process group %d: still running; sending SIGTERM", self.process.pid)
+            self.signal_group(signal.SIGTERM)
+            if not await self.wait_group(kill_after_seconds):
+                log.info("agent process group %d: still running; sending SIGKILL", self.process.pid)
+                self.kill()
+        await self.wait_stderr(grace_seconds)
 
     async def stop(self, grace_seconds: float, kill_after_seconds: float) -> int:
-        """Closes the agent's stdin, waits ``grace_seconds``, then SIGTERM, then SIGKILL.
+        """Closes the agent's stdin, then ends its group (:meth:`stop_group`).
 
         Returns:
             The agent's shell exit status.
         """
         await self.transport.close_write()
-        with trio.move_on_after(grace_seconds):
-            return await self.wait()
-        self.send_signal(signal.SIGTERM)
-        with trio.move_on_after(kill_after_seconds):
-            return await self.wait()
-        self.process.kill()
+        await self.stop_group(grace_seconds, kill_after_seconds)
         return await self.wait()

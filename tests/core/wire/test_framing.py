@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -55,8 +56,18 @@ def reference(stream: bytes, max_message_bytes: int = MAX) -> list[object]:
     if len(tail) > max_message_bytes + 1:
         out.append(Oversize(len(tail), False))
     elif tail:
-        out.append(Partial(len(tail)))
+        last = tail[:-1] if tail.endswith(b"\r") else tail
+        whole = last and len(last) <= max_message_bytes and _is_json(last)
+        out.append(last if whole else Partial(len(tail)))
     return out
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -227,6 +238,50 @@ def test_close_reports_partial_last_line() -> None:
     assert list(f.feed(b'{"a":1}\n{"b"')) == [b'{"a":1}']
     assert list(f.close()) == [Partial(4)]
     assert f.buffered_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("tail", "frame"),
+    [(b'{"a":1}', b'{"a":1}'), (b'{"a":1}\r', b'{"a":1}'), (b' [1, "x"] ', b' [1, "x"] ')],
+)
+def test_close_delivers_a_complete_json_last_line(tail: bytes, frame: bytes) -> None:
+    """A last line without its newline that is one complete JSON value is a frame."""
+    f = LineFramer(100)
+    assert list(f.feed(b'{"b":2}\n' + tail)) == [b'{"b":2}']
+    assert list(f.close()) == [frame]
+
+
+@pytest.mark.parametrize("tail", [b'{"a":1', b'{"a":1}{', b'{"a":1} x', b'"abc'])
+def test_close_reports_an_incomplete_or_extra_last_line(tail: bytes) -> None:
+    """A truncated value, or one followed by more than whitespace, is still a Partial."""
+    f = LineFramer(100)
+    assert list(f.feed(tail)) == []
+    assert list(f.close()) == [Partial(len(tail))]
+
+
+def test_close_reports_a_complete_json_over_the_limit_as_partial() -> None:
+    """A complete last value longer than the limit (room kept for a \\r) is not delivered."""
+    f = LineFramer(4)
+    assert list(f.feed(b"12345")) == []
+    assert list(f.close()) == [Partial(5)]
+
+
+@pytest.mark.parametrize("split", [1, 3, 5000, 9000])
+def test_oversize_reports_carry_the_bounded_prefix(split: int) -> None:
+    """Every way an oversize message is seen keeps its first OVERSIZE_PREFIX_BYTES."""
+    from acp_proxy.core.wire.framing import OVERSIZE_PREFIX_BYTES
+
+    msg = b'{"jsonrpc":"2.0","id":7,"method":"m","params":"' + b"x" * 10000 + b'"}'
+    for framer_feed in ("feed", "feed_runs"):
+        f = LineFramer(100)
+        out = [*getattr(f, framer_feed)(msg[:split]), *getattr(f, framer_feed)(msg[split:] + b"\n")]
+        assert out == [Oversize(len(msg), True)]
+        assert out[0].prefix == msg[:OVERSIZE_PREFIX_BYTES]
+    f = LineFramer(100)
+    assert [*f.feed(msg[:split]), *f.feed(msg[split:])] == []
+    (tail,) = f.close()
+    assert tail == Oversize(len(msg), False)
+    assert tail.prefix == msg[:OVERSIZE_PREFIX_BYTES]
 
 
 def test_close_after_clean_end_reports_nothing() -> None:
