@@ -15,6 +15,7 @@ from acp_proxy.core.actions import Action, Peer, Report
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import Evicted, HoldBuffer
 from acp_proxy.core.session.patch import UNSET
@@ -59,6 +60,7 @@ class AgentDirection:
         dedup: the connection's duplicate state report filter.
         ledger: outcomes, counters and requests in flight.
         negotiated: what ``initialize`` negotiated.
+        gate: the permission gate (decides governed agent requests on delivery).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class AgentDirection:
         dedup: StateDedup,
         ledger: Ledger,
         negotiated: Negotiated,
+        gate: PermissionGate,
     ) -> None:
         self.config = config
         self.registry = registry
@@ -78,6 +81,7 @@ class AgentDirection:
         self.inflight = ledger.inflight
         self.n: Counters = ledger.n
         self.negotiated = negotiated
+        self.gate = gate
         self._dedup_on = config.dedup.state_reports
         # counting a snapshot's memory stops past this (it would not be remembered)
         self._dedup_cap = config.limits.max_dedup_bytes
@@ -88,6 +92,8 @@ class AgentDirection:
         if m.kind is _REQUEST:
             if not self.ledger.track(_AGENT, m, out):
                 return
+            if self.gate.answered:
+                self.gate.new_request(m.id)
             if self.inflight.gone[_CLIENT] is not None:
                 self.inflight.pop(_AGENT, m.id)
                 self.ledger.answer(
@@ -112,12 +118,13 @@ class AgentDirection:
         if entry is None:
             return
         method = entry[0]
+        result = m.body.get("result") if m.kind is _RESPONSE else None
+        self.gate.agent_answered(m.id, method, entry[1], result, m.kind is _RESPONSE)
         if method in _OPENS_SESSION and type(entry[1]) is str:
             self._opened(entry[1], m.kind is _RESPONSE)
             return
         if m.kind is not _RESPONSE:
             return
-        result = m.body.get("result")
         if method == "session/close" and type(entry[1]) is str:
             self._closed_session(entry[1], out)
         elif method in _CREATES_SESSION and isinstance(result, dict):
@@ -334,7 +341,21 @@ class AgentDirection:
                 self.ledger.drop(out, m, _AGENT, event, f"held: {ev.reason}")
 
     def deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
-        """Forwards one agent message the client can know about; returns what it releases."""
+        """Forwards one agent message the client can know about; returns what it releases.
+
+        A request the permission policy governs is decided here (on arrival, or
+        on release from the hold buffer): the proxy may answer it instead. A
+        ``$/cancel_request`` for a request the proxy answered is dropped.
+        """
+        if m.kind is _REQUEST:
+            if self.gate.governs(m.method) and self.gate.decide(m, now, out):
+                return []
+        elif (
+            m.method == CANCEL_REQUEST
+            and self.gate.answered
+            and self.gate.cancel_for_answered(m, out)
+        ):
+            return []
         if m.method == "session/update":
             p = m.params
             upd = p.get("update") if p is not None else None

@@ -16,6 +16,7 @@ from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.policy import Rejection, check_mutation
@@ -44,6 +45,8 @@ class ClientDirection:
         ledger: outcomes, counters and requests in flight.
         negotiated: what ``initialize`` negotiated.
         agent: the agent direction, which delivers what opening a session releases.
+        gate: the permission gate (records workspaces; drops late answers to
+            requests whose ask timed out).
     """
 
     def __init__(
@@ -55,6 +58,7 @@ class ClientDirection:
         ledger: Ledger,
         negotiated: Negotiated,
         agent: AgentDirection,
+        gate: PermissionGate,
     ) -> None:
         self.config = config
         self.registry = registry
@@ -65,6 +69,7 @@ class ClientDirection:
         self.n: Counters = ledger.n
         self.negotiated = negotiated
         self.agent = agent
+        self.gate = gate
         self._mutations = config.enforcement.child_mutations
         self._read_only = frozenset(config.enforcement.child_read_only)
 
@@ -98,9 +103,13 @@ class ClientDirection:
                 else:
                     self.ledger.drop(out, m, _CLIENT, "notification_dropped", gone)
                 return
-            if sid is not None and kind is _REQUEST and method in _OPENS_SESSION:
-                self._open(sid, method, now, out)
+            if kind is _REQUEST:
+                self.gate.client_request(m, sid)
+                if sid is not None and method in _OPENS_SESSION:
+                    self._open(sid, method, now, out)
             self.ledger.forward(out, _AGENT, m.raw)
+            return
+        if self.gate.watching and self.gate.client_response(m, out):
             return
         self.ledger.settle(_CLIENT, m, out)
 

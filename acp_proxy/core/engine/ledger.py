@@ -1,8 +1,8 @@
 """The ledger: every outcome of a message, counted and audited in one place.
 
 docs/design.md section 2 (the accounting invariant). Each message the engine accepts ends
-through exactly one of :meth:`Ledger.forward`, :meth:`Ledger.answer` or
-:meth:`Ledger.drop` (or stays held), so
+through exactly one of :meth:`Ledger.forward`, :meth:`Ledger.answer` (an error),
+:meth:`Ledger.reply` (the proxy's own response) or :meth:`Ledger.drop` (or stays held), so
 ``accepted == forwarded + answered + dropped + held`` always. The ledger also
 tracks requests in flight (:class:`~acp_proxy.core.engine.inflight.InFlight`),
 because whether a refusal may be answered depends on them: an id still in
@@ -65,6 +65,13 @@ class Ledger:
             return
         self.n.answered += 1
         out.append(Send(to, error_frame(rid, code, message, data)))
+
+    def reply(self, out: list[Action], to: Peer, data: bytes) -> None:
+        """Answers a request of ``to`` with the proxy's own response ``data`` (a result,
+        or an error built by the caller); the request counts as answered. The caller
+        has taken it out of flight."""
+        self.n.answered += 1
+        out.append(Send(to, data))
 
     def drop(self, out: list[Action], m: Message, source: Peer, event: str, reason: str) -> None:
         """Drops ``m`` with an audit record ``event`` giving ``reason``."""

@@ -35,6 +35,7 @@ from acp_proxy.core.engine.counters import CoreStatistics, Counters
 from acp_proxy.core.engine.inflight import InFlight
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.registry import Registry
@@ -89,6 +90,8 @@ class ProxyCore:
         dedup: the duplicate state report filter.
         ledger: outcomes, counters and requests in flight.
         negotiated: what ``initialize`` negotiated.
+        permissions: the permission gate (the ``[permissions]`` policy, workspaces,
+            ask timers); ``permissions.configure(config)`` swaps the policy.
         client: the client direction.
         agent: the agent direction.
     """
@@ -112,11 +115,25 @@ class ProxyCore:
         self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
         self.ledger = Ledger(self.n, self.inflight, config.audit.include_content)
         self.negotiated = Negotiated()
+        self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
         self.agent = AgentDirection(
-            config, self.registry, self.hold, self.dedup, self.ledger, self.negotiated
+            config,
+            self.registry,
+            self.hold,
+            self.dedup,
+            self.ledger,
+            self.negotiated,
+            self.permissions,
         )
         self.client = ClientDirection(
-            config, self.registry, self.hold, self.dedup, self.ledger, self.negotiated, self.agent
+            config,
+            self.registry,
+            self.hold,
+            self.dedup,
+            self.ledger,
+            self.negotiated,
+            self.agent,
+            self.permissions,
         )
 
     @property
@@ -368,10 +385,16 @@ class ProxyCore:
         gone[peer] = text
         self.ledger.audit(out, "peer_closed", peer, reason=text)
         if peer is _AGENT:
+            self.permissions.agent_gone()
             for ev in self.hold.evict_all("agent_exited"):
                 self.agent.expire(ev, now, out)
+        else:
+            self.permissions.client_gone()
         waiting = peer.other
+        expired = self.permissions.expired if waiting is _AGENT else {}
         for rid, (method, sid, _cost) in self.inflight.take_all(waiting):
+            if expired.pop(rid, None) is not None:
+                continue  # the proxy already answered it cancelled
             out.append(
                 Send(
                     waiting,
@@ -394,14 +417,22 @@ class ProxyCore:
         return self.inflight.count(requester)
 
     def get_timer(self) -> float | None:
-        """When :meth:`handle_timer` must next be called (seconds), or ``None``."""
-        return self.hold.next_deadline()
+        """When :meth:`handle_timer` must next be called (seconds), or ``None``: the
+        earlier of the hold buffer's next expiry and the next permission ask timeout."""
+        hold = self.hold.next_deadline()
+        ask = self.permissions.next_deadline()
+        if ask is None:
+            return hold
+        return ask if hold is None or ask < hold else hold
 
     def handle_timer(self, now: float) -> list[Action]:
-        """Expires held sessions whose ``hold.timeout_seconds`` has passed."""
+        """Expires held sessions whose ``hold.timeout_seconds`` has passed, and answers
+        ``cancelled`` to the agent for forwarded permission requests whose
+        ``ask_timeout_seconds`` has passed."""
         out: list[Action] = []
         for ev in self.hold.expire(now):
             self.agent.expire(ev, now, out)
+        self.permissions.expire(now, out)
         return out
 
     def statistics(self) -> CoreStatistics:

@@ -1,0 +1,285 @@
+"""The permission gate: the ``[permissions]`` policy applied to agent requests (issue 19).
+
+docs/design.md section 2 ("Permission rules"). The rules and their matching are
+:mod:`~acp_proxy.core.session.permissions`; this part keeps what one connection
+needs to apply them:
+
+- the **policy** (:attr:`PermissionGate.policy`, built from the config in one
+  place, :meth:`PermissionGate.configure`, so a reload replaces it; nothing
+  per session lives in it);
+- the **workspaces** the client gave (``session/new`` / ``session/fork`` on a
+  successful answer, keyed by the result's ``sessionId``; ``session/load`` /
+  ``session/resume`` at request time, forgotten on an error answer or a close),
+  bounded like the registry's ordinary sessions (``limits.max_sessions``);
+- the ids of agent requests **the proxy answered** (so a later
+  ``$/cancel_request`` for one is dropped, not forwarded);
+- the **ask timers** of forwarded requests with ``ask_timeout_seconds``, and
+  the requests whose timer fired (answered ``cancelled`` to the agent, still in
+  flight toward the client until its late answer comes and is dropped).
+
+A governed agent request is decided when it is *delivered*: right away for a
+session the client knows, or when it is released from the hold buffer (so a
+request held for a session not yet announced is decided with that session's
+workspace and place in the child tree known). Agent notifications never reach
+the gate.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from acp_proxy.config import Config
+from acp_proxy.core.actions import Action, Peer, Send
+from acp_proxy.core.engine.ledger import Ledger
+from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.session.permissions import (
+    Policy,
+    Workspace,
+    answer_frame,
+    cancelled_frame,
+    session_context,
+    workspace_from_params,
+)
+from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.wire.jsonrpc import Message, dumps
+from acp_proxy.core.wire.passthrough import CANCEL_REQUEST
+
+__all__ = ["PermissionGate"]
+
+_CLIENT = Peer.CLIENT
+_AGENT = Peer.AGENT
+
+#: Client requests whose successful answer creates a session (workspace from params).
+CREATES_SESSION = frozenset({"session/new", "session/fork"})
+#: Client requests that open a known session id (workspace recorded at request time).
+OPENS_SESSION = frozenset({"session/load", "session/resume"})
+
+
+class PermissionGate:
+    """Applies the permission policy to one connection's agent requests.
+
+    Args:
+        config: the effective configuration (:meth:`configure`).
+        registry: the connection's subagent registry (read: children, parents).
+        ledger: outcomes, counters and requests in flight.
+        negotiated: what ``initialize`` negotiated (the request shape to read).
+
+    Attributes:
+        policy: the compiled ``[permissions]`` section.
+        workspaces: session id -> the workspace the client gave it.
+        answered: agent request id -> the rule that answered it (oldest first).
+        expired: agent request id -> the rule whose ``ask_timeout_seconds`` ran out
+            (still in flight toward the client).
+    """
+
+    def __init__(
+        self, config: Config, registry: Registry, ledger: Ledger, negotiated: Negotiated
+    ) -> None:
+        self.registry = registry
+        self.ledger = ledger
+        self.inflight = ledger.inflight
+        self.negotiated = negotiated
+        self.workspaces: dict[str, Workspace] = {}
+        self._creating: dict[Any, Workspace] = {}  # client request id -> workspace
+        self.answered: dict[Any, str] = {}
+        self.expired: dict[Any, str] = {}
+        self._timers: dict[Any, tuple[float, str]] = {}  # id -> (deadline, rule)
+        self._heap: list[tuple[float, int, Any]] = []  # (deadline, seq, id); lazy deletion
+        self._seq = 0
+        self.configure(config)
+
+    def configure(self, config: Config) -> None:
+        """Builds the policy from ``config`` (also on a reload: per-connection state stays)."""
+        self.policy = Policy(config.permissions)
+        self.include_content = config.audit.include_content
+        self._max_sessions = config.limits.max_sessions
+        self._max_remembered = config.limits.max_pending_requests
+
+    # ------------------------------------------------------------ workspaces
+
+    def client_request(self, m: Message, sid: str | None) -> None:
+        """A client request on its way to the agent: remembers the workspace it gives."""
+        method = m.method
+        if method in CREATES_SESSION:
+            self._creating[m.id] = workspace_from_params(m.params)
+        elif method in OPENS_SESSION and sid is not None:
+            self._remember(sid, workspace_from_params(m.params))
+
+    def agent_answered(self, rid: Any, method: str, sid: Any, result: Any, ok: bool) -> None:
+        """The agent answered client request ``rid`` (``method``, on session ``sid``)."""
+        if method in CREATES_SESSION:
+            workspace = self._creating.pop(rid, None)
+            new = result.get("sessionId") if ok and isinstance(result, dict) else None
+            if workspace is not None and type(new) is str:
+                self._remember(new, workspace)
+        elif type(sid) is str and (
+            (method in OPENS_SESSION and not ok) or (method == "session/close" and ok)
+        ):
+            self.workspaces.pop(sid, None)
+
+    def _remember(self, sid: str, workspace: Workspace) -> None:
+        spaces = self.workspaces
+        spaces.pop(sid, None)
+        spaces[sid] = workspace
+        while len(spaces) > self._max_sessions:
+            del spaces[next(iter(spaces))]
+
+    # -------------------------------------------------------------- deciding
+
+    def governs(self, method: str | None) -> bool:
+        """True when the policy has rules and one could govern ``method``."""
+        policy = self.policy
+        return policy.active and policy.governs(method)
+
+    def decide(self, m: Message, now: float, out: list[Action]) -> bool:
+        """Decides agent request ``m`` (in flight toward the client, one :meth:`governs`).
+
+        Returns:
+            True when the proxy answered it (an option, or a refusal): it is no
+            longer in flight and must not be forwarded. False: forward it (an ask
+            timer is started when its rule says so).
+        """
+        rid: Any = m.id
+        sid = m.session_id
+        context = session_context(sid if type(sid) is str else None, self.registry, self.workspaces)
+        method = m.method
+        assert method is not None
+        decision = self.policy.decide(
+            context, method, m.params, protocol_version=self.negotiated.protocol_version
+        )
+        event = decision.audit_event
+        if event is not None:
+            fields = decision.audit_fields(sid, include_content=self.include_content)
+            self.ledger.audit(out, event, _AGENT, id=rid, **fields)
+        if decision.disposition == "forward":
+            timeout = decision.ask_timeout_seconds
+            if timeout is not None and decision.rule is not None:
+                self._start_timer(rid, now + timeout, decision.rule)
+            return False
+        self.inflight.pop(_AGENT, rid)
+        if decision.disposition == "answer":
+            answered = self.answered
+            answered[rid] = decision.rule or ""
+            while len(answered) > self._max_remembered:
+                del answered[next(iter(answered))]
+        if self.inflight.gone[_AGENT] is None:
+            self.ledger.reply(out, _AGENT, answer_frame(rid, decision))
+        else:
+            self.ledger.n.dropped += 1  # decided, but nobody is left to answer
+        return True
+
+    def new_request(self, rid: Any) -> None:
+        """The agent sent a new request with id ``rid``: an earlier answered one is history."""
+        self.answered.pop(rid, None)
+
+    def cancel_for_answered(self, m: Message, out: list[Action]) -> bool:
+        """Drops (audited) an agent ``$/cancel_request`` naming a request the proxy answered.
+
+        Returns:
+            True when dropped; False when it names anything else (forward it).
+        """
+        p = m.params
+        rid = p.get("requestId") if p is not None else None
+        if (type(rid) is not str and type(rid) is not int) or rid not in self.answered:
+            return False
+        rule = self.answered.pop(rid)
+        self.ledger.drop(
+            out,
+            m,
+            _AGENT,
+            "notification_dropped",
+            f"{CANCEL_REQUEST} for request {rid!r}, already answered by the proxy (rule {rule})",
+        )
+        return True
+
+    # ---------------------------------------------------------------- timers
+
+    def _start_timer(self, rid: Any, deadline: float, rule: str) -> None:
+        self._timers[rid] = (deadline, rule)
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, rid))
+
+    def next_deadline(self) -> float | None:
+        """The earliest ask deadline still running, or ``None``."""
+        heap = self._heap
+        timers = self._timers
+        while heap:
+            deadline, _seq, rid = heap[0]
+            entry = timers.get(rid)
+            if entry is not None and entry[0] == deadline:
+                return deadline
+            heapq.heappop(heap)  # answered in time, or superseded
+        return None
+
+    def expire(self, now: float, out: list[Action]) -> None:
+        """Answers ``cancelled`` to the agent for every forwarded request whose ask ran out.
+
+        The client is sent a ``$/cancel_request`` for it; the request stays in
+        flight toward the client (its id is still open there) until the
+        client's answer comes, which is then dropped (:meth:`client_response`).
+        """
+        heap = self._heap
+        timers = self._timers
+        while heap and heap[0][0] <= now:
+            deadline, _seq, rid = heapq.heappop(heap)
+            entry = timers.get(rid)
+            if entry is None or entry[0] != deadline:
+                continue
+            del timers[rid]
+            pending = self.inflight.pending[_AGENT].get(rid)
+            if pending is None:
+                continue  # the client is gone: already answered
+            rule = entry[1]
+            self.expired[rid] = rule
+            self.ledger.audit(
+                out,
+                "permission_decided",
+                _AGENT,
+                sessionId=pending[1],
+                method=pending[0],
+                id=rid,
+                rule=rule,
+                action="ask",
+                outcome="cancelled",
+                reason=f"rule {rule}: the client did not answer within ask_timeout_seconds",
+            )
+            if self.inflight.gone[_AGENT] is None:
+                out.append(Send(_AGENT, cancelled_frame(rid)))
+            cancel = {"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": rid}}
+            out.append(Send(_CLIENT, dumps(cancel)))
+
+    def client_response(self, m: Message, out: list[Action]) -> bool:
+        """A client response: drops (audited) a late answer to a request that timed out.
+
+        Returns:
+            True when dropped here; False to settle it as usual (its timer stops).
+        """
+        rid = m.id
+        self._timers.pop(rid, None)
+        rule = self.expired.pop(rid, None)
+        if rule is None:
+            return False
+        self.inflight.pop(_AGENT, rid)
+        self.ledger.drop(
+            out,
+            m,
+            _CLIENT,
+            "unknown_response",
+            f"late: the proxy answered the agent cancelled (rule {rule}, ask_timeout_seconds)",
+        )
+        return True
+
+    @property
+    def watching(self) -> bool:
+        """True while a client response may concern the gate (timers or timed-out requests)."""
+        return bool(self._timers) or bool(self.expired)
+
+    def client_gone(self) -> None:
+        """The client left: its requests in flight are answered by the caller; timers stop."""
+        self._timers.clear()
+        self._heap.clear()
+
+    def agent_gone(self) -> None:
+        """The agent left: no answer to a session/new will come."""
+        self._creating.clear()
