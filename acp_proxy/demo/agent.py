@@ -44,6 +44,7 @@ LOG_ENV = "ACP_PROXY_DEMO_AGENT_LOG"
 
 PARENT = "sess_main"
 SEARCH = "sess_search"
+PERMISSION = "session/request_permission"
 REVIEW = "sess_review"
 
 JsonObj = dict[str, Any]
@@ -157,6 +158,8 @@ class DemoAgent:
             # Too early: the client cannot know this session id yet.
             self._update(sid, _text_chunk("m-warmup", "warming up"), "early")
             self._result(rid, {"sessionId": sid})
+        elif method == "session/prompt" and "tools" in json.dumps(params.get("prompt")):
+            self._tools(rid, params.get("sessionId"))
         elif method == "session/prompt":
             self._prompt(rid, params.get("sessionId"))
         elif method == "session/resume":
@@ -278,6 +281,31 @@ class DemoAgent:
             sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
         )
         self._prompt_result(rid, user_message)
+
+    def _tools(self, rid: Any, sid: Any) -> None:
+        """A prompt asking for tools: two ``session/request_permission`` requests (v2
+        ``subject``), a web fetch (the demo's policy denies it: the proxy answers) and
+        an edit (no rule: the client is asked), then the prompt's answer."""
+        self._prompts += 1
+        for kind, title in (("fetch", "Fetch https://example.com"), ("edit", "Edit README.md")):
+            call = {"toolCallId": f"call-{kind}", "name": kind, "kind": kind, "title": title}
+            params = {
+                "sessionId": sid,
+                "title": f"Allow: {title}?",
+                "subject": {"type": "tool_call", "toolCall": call},
+                "options": [
+                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                ],
+            }
+            message = {
+                "jsonrpc": "2.0",
+                "id": f"perm-{kind}",
+                "method": PERMISSION,
+                "params": params,
+            }
+            self._send(message, "permission")
+        self._prompt_result(rid, f"m-user-{self._prompts}")
 
     def _children_of(self, sid: str) -> list[str]:
         return [c for c, parent in self._children.items() if parent == sid]

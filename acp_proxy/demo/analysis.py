@@ -25,6 +25,7 @@ EXPECTED_AUDIT = (
     "duplicate_dropped",
     "mutation_rejected",
     "grants_revoked",
+    "permission_decided",
 )
 
 
@@ -190,7 +191,8 @@ def checks(run: Run, an: Analysis) -> list[Check]:
     received_msgs = [events[i].message for i in an.received]
     early = [j for j, e in enumerate(an.agent_out) if e.get("note") == "early"]
     dups = [j for j, e in enumerate(an.agent_out) if e.get("note") == "duplicate"]
-    rest = [j for j in range(len(an.agent_out)) if j not in early and j not in dups]
+    asks = [j for j, e in enumerate(an.agent_out) if e.get("note") == "permission"]
+    rest = [j for j in range(len(an.agent_out)) if j not in early + dups + asks]
 
     # The update the agent sent before its session/new response.
     resp2 = next((p for p, m in enumerate(received_msgs) if _is_response(m, 2)), None)
@@ -269,6 +271,7 @@ def checks(run: Run, an: Analysis) -> list[Check]:
         )
     )
     out.extend(_boundary_checks(run, an, received_msgs))
+    out.extend(_permission_checks(an, asks))
     events_seen = {r.get("event") for r in run.audit}
     missing = [e for e in EXPECTED_AUDIT if e not in events_seen]
     out.append(
@@ -286,6 +289,38 @@ def checks(run: Run, an: Analysis) -> list[Check]:
         )
     )
     return [Check(err, False) for err in run.errors] + out
+
+
+def _permission_checks(an: Analysis, asks: list[int]) -> list[Check]:
+    """The two permission requests of step 11: the web fetch answered by the proxy
+    (reject, never shown to the client), the edit forwarded (the client's allow
+    reaches the agent)."""
+    answers = {
+        m.get("id"): m.get("result")
+        for m in an.agent_in
+        if isinstance(m, dict) and "method" not in m and isinstance(m.get("result"), dict)
+    }
+
+    def option(rid: str) -> Any:
+        outcome = (answers.get(rid) or {}).get("outcome")
+        return outcome.get("optionId") if isinstance(outcome, dict) else None
+
+    fetch = next((j for j in asks if an.agent_out[j]["message"].get("id") == "perm-fetch"), None)
+    edit = next((j for j in asks if an.agent_out[j]["message"].get("id") == "perm-edit"), None)
+    return [
+        Check(
+            "the permission request for a web fetch was denied by the proxy "
+            "(rule no-network-tools): the agent got reject, the client never saw it",
+            fetch is not None and fetch in an.dropped and option("perm-fetch") == "reject",
+            f"agent got option {option('perm-fetch')!r}",
+        ),
+        Check(
+            "the permission request for an edit (no rule) was forwarded to the client, "
+            "and the client's allow reached the agent",
+            edit is not None and edit not in an.dropped and option("perm-edit") == "allow",
+            f"agent got option {option('perm-edit')!r}",
+        ),
+    ]
 
 
 def _boundary_checks(run: Run, an: Analysis, received_msgs: list[Any]) -> list[Check]:

@@ -247,6 +247,39 @@ def _reload(
     peer.wait_for(
         f"the agent's report that {c1} was cancelled again", cancelled_mirror, SETTLE_SECONDS, since
     )
+    _permissions(peer, sid)
+
+
+#: The demo's ``[permissions]`` policy (``acp-proxy demo`` runs the proxy with it).
+POLICY = """\
+[[permissions.rules]]
+name = "no-network-tools"
+action = "deny"
+tool_kind = "fetch"
+"""
+
+
+def _permissions(peer: ProxyPeer, sid: str) -> None:
+    """Step 11: the agent asks permission for a web fetch (the policy denies it: the
+    proxy answers the agent, the client never sees it) and for an edit (no rule: the
+    client is asked, and allows it)."""
+    peer.step(
+        f"11. session/prompt on {sid} asking for tools: the agent asks permission twice; "
+        "the proxy denies the web fetch itself, the edit is forwarded to the client"
+    )
+    tools = [{"type": "text", "text": "Use your tools: fetch the page, then edit README.md."}]
+    since = peer.send(_request(8, "session/prompt", {"sessionId": sid, "prompt": tools}))
+    ask = peer.wait_for(
+        "the forwarded session/request_permission for the edit",
+        lambda m: isinstance(m, dict) and m.get("method") == "session/request_permission",
+        SETTLE_SECONDS,
+        since,
+    )
+    if ask is None:
+        return
+    allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+    peer.send({"jsonrpc": "2.0", "id": ask.get("id"), "result": allow}, "permission_answer")
+    peer.response(8, "session/prompt")
 
 
 def _cancel(session_id: str) -> dict[str, Any]:
@@ -285,8 +318,12 @@ def execute(timeout: float = TIMEOUT_SECONDS, agent: list[str] | None = None) ->
     with tempfile.TemporaryDirectory(prefix="acp-proxy-demo-") as tmp:
         audit_path = os.path.join(tmp, "audit.jsonl")
         agent_log_path = os.path.join(tmp, "agent.jsonl")
+        policy_path = os.path.join(tmp, "permissions.toml")
+        with open(policy_path, "w", encoding="utf-8") as f:
+            f.write(POLICY)
         command = [
-            sys.executable, "-m", "acp_proxy", "--audit-log", audit_path,
+            sys.executable, "-m", "acp_proxy", "--config", policy_path,
+            "--audit-log", audit_path,
             "--", *(agent or [sys.executable, "-m", "acp_proxy.demo.agent"]),
         ]  # fmt: skip
         run = Run(command)

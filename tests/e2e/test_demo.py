@@ -70,7 +70,9 @@ def test_human_output_shows_the_key_facts() -> None:
     assert "FRESHNESS BOUNDARY" in out
     assert "HISTORY: replayed before the resume answer" in out
     assert "RE-GRANTED" in out
-    assert "11. the client closes stdin" in out
+    assert "11. session/prompt on sess_main asking for tools" in out
+    assert "12. the client closes stdin" in out
+    assert "denied by the proxy (rule no-network-tools)" in out
     for event in AUDIT_EVENTS:
         assert event in out
     assert "[FAIL]" not in out
@@ -83,6 +85,24 @@ def test_json_all_checks_pass(records: list[dict[str, Any]]) -> None:
     assert checks
     assert all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
     assert records[-1] == {"type": "result", "ok": True, "proxy_status": 0}
+
+
+def test_one_permission_request_denied_by_the_proxy_one_forwarded(
+    records: list[dict[str, Any]],
+) -> None:
+    asked = [
+        m.get("id") for m in _received(records) if m.get("method") == "session/request_permission"
+    ]
+    assert asked == ["perm-edit"]  # the fetch was answered by the proxy, never shown
+    outcomes = {
+        m["id"]: m["result"]["outcome"]
+        for m in _agent(records, "in")
+        if isinstance(m.get("result"), dict) and "outcome" in m["result"]
+    }
+    assert outcomes == {
+        "perm-fetch": {"outcome": "selected", "optionId": "reject"},
+        "perm-edit": {"outcome": "selected", "optionId": "allow"},
+    }
 
 
 def test_forbidden_prompt_on_child_is_rejected(records: list[dict[str, Any]]) -> None:
