@@ -1,6 +1,6 @@
 """The permission gate: the ``[permissions]`` policy applied to agent requests (issue 19).
 
-docs/design.md section 2 ("Permission rules"). The rules and their matching are
+docs/design.md section 2. The rules and their matching are
 :mod:`~acp_proxy.core.session.permissions`; this part keeps what one connection
 needs to apply them:
 
