@@ -128,9 +128,6 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="serve /metrics, /healthz, /readyz, /status at HOST:PORT (e.g. 127.0.0.1:9464)",
     )
-    p.add_argument(
-        "--otel", action="store_true", help="export OpenTelemetry over OTLP/HTTP (the otel extra)"
-    )
     return p
 
 
@@ -187,13 +184,8 @@ def effective_config(args: argparse.Namespace) -> Config:
             if args.trace_content:
                 trace = attrs.evolve(trace, include_content=True)
             cfg = attrs.evolve(cfg, trace=trace)
-        if args.metrics is not None or args.otel:
-            telemetry = cfg.telemetry
-            if args.metrics is not None:
-                telemetry = attrs.evolve(telemetry, metrics=args.metrics)
-            if args.otel:
-                telemetry = attrs.evolve(telemetry, enabled=True)
-            cfg = attrs.evolve(cfg, telemetry=telemetry)
+        if args.metrics is not None:
+            cfg = attrs.evolve(cfg, telemetry=attrs.evolve(cfg.telemetry, metrics=args.metrics))
         if args.max_connections is not None:
             cfg = attrs.evolve(
                 cfg, listen=attrs.evolve(cfg.listen, max_connections=args.max_connections)
@@ -366,7 +358,7 @@ def _run(
     agent_cmd: list[str],
     audit: AuditLog | None,
 ) -> int:
-    if cfg.telemetry.metrics or cfg.telemetry.enabled:
+    if cfg.telemetry.metrics:
         from acp_proxy.shell.watch import alongside
 
         return _trio_run(alongside, cfg, _mode_runner(mode, args, cfg, agent_cmd, audit))

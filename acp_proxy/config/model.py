@@ -329,17 +329,14 @@ class TraceConfig:
 
 @attrs.frozen
 class TelemetryConfig:
-    """Metrics, status and OpenTelemetry.
+    """Metrics and status.
 
     Attributes:
         metrics: ``HOST:PORT`` serving ``/metrics``, ``/healthz``, ``/readyz``
             and ``/status``; ``""`` = off.
-        enabled: export OpenTelemetry spans and metrics over OTLP/HTTP (the
-            ``otel`` extra; configured by the ``OTEL_*`` environment variables).
     """
 
     metrics: str = ""
-    enabled: bool = False
 
 
 @attrs.frozen

@@ -1,7 +1,7 @@
-"""Who watches the traffic: the trace file, the metrics, the life-cycle log, OpenTelemetry.
+"""Who watches the traffic: the trace file, the metrics, the life-cycle log.
 
 The topologies build each connection's core with :func:`make_core`. When nothing
-observes (no trace, no metrics, no OpenTelemetry, log level above ``info``) it
+observes (no trace, no metrics, log level above ``info``) it
 is a plain :class:`~acp_proxy.core.engine.ProxyCore`: the hot path is not
 touched. Otherwise it is a :class:`~acp_proxy.core.trace.TracingCore` whose
 records go to the :class:`Hub`, which hands each one to every observer:
@@ -11,7 +11,7 @@ records go to the :class:`Hub`, which hands each one to every observer:
 - the life-cycle log at ``info``: initialize (negotiated version, both peers'
   names), each session created, each child announced with its grants, each
   peer's end (agent start and exit are logged by the process transport);
-- the OpenTelemetry bridge (``--otel``), when installed.
+- any other :class:`RecordObserver` (the place for an OpenTelemetry bridge).
 
 Records may come from a worker thread (a large message): the tally and the
 writer take a lock.
@@ -52,7 +52,7 @@ KEEP_CLOSED = 16
 
 
 class RecordObserver(Protocol):
-    """Something else that sees every record (the OpenTelemetry bridge)."""
+    """Something else that sees every record (e.g. an OpenTelemetry bridge)."""
 
     def observe(self, conn: Connection, record: Record) -> None: ...
 
@@ -128,7 +128,7 @@ class Hub:
         trace: the trace writer, or ``None``.
         tally: counters for ``/metrics`` and ``/status``, or ``None``.
         lifecycle: log the life-cycle at ``info``.
-        others: more observers (OpenTelemetry).
+        others: more observers.
     """
 
     def __init__(

@@ -2,12 +2,13 @@
 
 :func:`open_hub` makes the :class:`~acp_proxy.shell.observe.Hub` (``None`` when
 nothing observes, so the cores stay plain); :func:`alongside` runs a mode with
-the ``--metrics`` server and the OpenTelemetry exporter next to it.
+the ``--metrics`` server next to it. Another observer (an OpenTelemetry bridge)
+plugs into :class:`~acp_proxy.shell.observe.Hub` as a
+:class:`~acp_proxy.shell.observe.RecordObserver`.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,7 +19,7 @@ from acp_proxy import __version__
 from acp_proxy.config import Config
 from acp_proxy.config.files import check_writable
 from acp_proxy.errors import UsageError
-from acp_proxy.shell.observe import Hub, RecordObserver, Tally, current
+from acp_proxy.shell.observe import Hub, Tally, current
 from acp_proxy.shell.trace import TraceWriter
 
 __all__ = ["alongside", "open_hub"]
@@ -28,7 +29,7 @@ def open_hub(cfg: Config, run_id: str, *, lifecycle: bool) -> Hub | None:
     """The hub for ``cfg``'s ``[trace]`` and ``[telemetry]``, or ``None`` when nothing observes.
 
     Raises:
-        UsageError: the trace cannot be written, or ``--otel`` without the otel extra.
+        UsageError: the trace cannot be written.
     """
     trace = None
     if cfg.trace.path:
@@ -41,18 +42,8 @@ def open_hub(cfg: Config, run_id: str, *, lifecycle: bool) -> Hub | None:
             )
         except OSError as exc:
             raise UsageError(f"cannot write the trace {cfg.trace.path!r}: {exc.strerror}") from None
-    telemetry = cfg.telemetry
-    tally = Tally() if telemetry.metrics or telemetry.enabled else None
-    others: list[RecordObserver] = []
-    if telemetry.enabled:
-        try:
-            telemetry_module = importlib.import_module("acp_proxy.shell.telemetry")
-        except ImportError:
-            raise UsageError(
-                "--otel needs the OpenTelemetry packages: pip install 'acp-proxy[otel]'"
-            ) from None
-        others.append(telemetry_module.OtelBridge.from_environment())
-    hub = Hub(trace=trace, tally=tally, lifecycle=lifecycle, others=others)
+    tally = Tally() if cfg.telemetry.metrics else None
+    hub = Hub(trace=trace, tally=tally, lifecycle=lifecycle)
     return hub if hub.active else None
 
 
