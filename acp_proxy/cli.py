@@ -9,6 +9,7 @@
     acp-proxy demo
     acp-proxy config {default,strict}
     acp-proxy check-config FILE [-- AGENT_CMD ...]
+    acp-proxy replay [--config FILE] [--diff] TRACE
 
 This module is the only place that maps errors to exit statuses: the
 agent's status as the proxy's (when the agent died of signal N, the proxy
@@ -65,7 +66,9 @@ USAGE = """
   acp-proxy config {default,strict}
       print a shipped configuration file, with its comments
   acp-proxy check-config FILE [-- AGENT_CMD ...]
-      validate a config file and what it names, print the effective config"""
+      validate a config file and what it names, print the effective config
+  acp-proxy replay [--config FILE] [--diff] TRACE
+      the decisions a configuration makes on a recorded trace (no agent started)"""
 
 #: options that apply to some modes only -> the modes, as the user reads them
 _MODE_OPTIONS = {
@@ -111,6 +114,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--chain", action="store_true", help="run as a proxy component under a conductor"
+    )
+    p.add_argument(
+        "--trace", metavar="FILE", help="wire trace, one JSON line per message (overrides [trace])"
+    )
+    p.add_argument(
+        "--trace-content",
+        action="store_true",
+        help="put message text, secrets redacted, in the trace (needed by replay)",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="ADDR",
+        help="serve /metrics, /healthz, /readyz, /status at HOST:PORT (e.g. 127.0.0.1:9464)",
     )
     return p
 
@@ -161,6 +177,15 @@ def effective_config(args: argparse.Namespace) -> Config:
         if args.token_file is not None:
             path = expand_path(args.token_file, "--token-file")
             cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, token_file=path))
+        if args.trace is not None or args.trace_content:
+            trace = cfg.trace
+            if args.trace is not None:
+                trace = attrs.evolve(trace, path=args.trace)
+            if args.trace_content:
+                trace = attrs.evolve(trace, include_content=True)
+            cfg = attrs.evolve(cfg, trace=trace)
+        if args.metrics is not None:
+            cfg = attrs.evolve(cfg, telemetry=attrs.evolve(cfg.telemetry, metrics=args.metrics))
         if args.max_connections is not None:
             cfg = attrs.evolve(
                 cfg, listen=attrs.evolve(cfg.listen, max_connections=args.max_connections)
@@ -198,6 +223,10 @@ def _main(argv: list[str]) -> int:
         return _check_config(opts[1:], agent_cmd)
     if opts and opts[0] == "config":
         return _print_config(opts[1:])
+    if opts and opts[0] == "replay":
+        from acp_proxy.shell.replay import run_replay
+
+        return run_replay(opts[1:])
     try:
         args, extra = _parser().parse_known_args(opts)
     except SystemExit as exc:  # --help, --version
@@ -214,9 +243,14 @@ def _main(argv: list[str]) -> int:
     cfg = effective_config(args)
     if mode == "listen":
         find_command(agent_cmd[0])
-    audit = _open_audit(cfg.audit.path)
+    run_id = os.urandom(6).hex()
+    audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
+    from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
+    from acp_proxy.shell.watch import open_hub
 
+    hub = open_hub(cfg, run_id, lifecycle=log.isEnabledFor(logging.INFO))
+    install(hub)
     try:
         status = _run(mode, args, cfg, agent_cmd, audit)
     except AgentSignalled as exc:
@@ -234,6 +268,9 @@ def _main(argv: list[str]) -> int:
         flush_log_summaries(everything=True)
         if audit is not None:
             audit.close()
+        install(None)
+        if hub is not None and hub.trace is not None:
+            hub.trace.close()
     return _die_like_the_agent(-status) if status < 0 else status
 
 
@@ -276,8 +313,8 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
     return mode
 
 
-def _open_audit(path: str) -> AuditLog | None:
-    """The audit log at ``path`` (``""``: none).
+def _open_audit(path: str, context: dict[str, object] | None = None) -> AuditLog | None:
+    """The audit log at ``path`` (``""``: none), its records carrying ``context``.
 
     Raises:
         UsageError: it cannot be opened for appending.
@@ -288,7 +325,7 @@ def _open_audit(path: str) -> AuditLog | None:
 
     check_writable(path, "audit log")
     try:
-        return AuditLog.open(path)
+        return AuditLog.open(path, context)
     except OSError as exc:
         raise UsageError(f"cannot open the audit log {path!r}: {exc.strerror}") from None
 
@@ -321,21 +358,36 @@ def _run(
     agent_cmd: list[str],
     audit: AuditLog | None,
 ) -> int:
+    if cfg.telemetry.metrics:
+        from acp_proxy.shell.watch import alongside
+
+        return _trio_run(alongside, cfg, _mode_runner(mode, args, cfg, agent_cmd, audit))
+    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit))
+
+
+def _mode_runner(
+    mode: str,
+    args: argparse.Namespace,
+    cfg: Config,
+    agent_cmd: list[str],
+    audit: AuditLog | None,
+) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
+    """The async function that runs ``mode``, and its arguments."""
     if mode == "listen":
         from acp_proxy.shell.topology.listen import run_listen
 
-        return _trio_run(run_listen, cfg, args.listen, agent_cmd, audit)
+        return run_listen, cfg, args.listen, agent_cmd, audit
     if mode == "connect":
         from acp_proxy.shell.topology.listen import run_connect
 
-        return _trio_run(run_connect, cfg, args.connect, audit)
+        return run_connect, cfg, args.connect, audit
     if mode == "chain":
         from acp_proxy.shell.topology.chain import run_chain
 
-        return _trio_run(run_chain, cfg, audit)
+        return run_chain, cfg, audit
     from acp_proxy.shell.topology.stdio import run_stdio_process
 
-    return _trio_run(run_stdio_process, cfg, agent_cmd, audit)
+    return run_stdio_process, cfg, agent_cmd, audit
 
 
 def _print_config(rest: list[str]) -> int:

@@ -174,6 +174,9 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     res["added_latency_ms"] = {
         q: round(max(0.0, lat_pct["proxy"][q] - lat_pct["direct"][q]), 3) for q in ("p50", "p99")
     }
+    res["added_latency_ms_observed"] = {
+        q: round(max(0.0, lat_pct["observed"][q] - lat_pct["direct"][q]), 3) for q in ("p50", "p99")
+    }
     res["added_latency_ms_relay"] = {
         q: round(max(0.0, lat_pct["relay"][q] - lat_pct["direct"][q]), 3) for q in ("p50", "p99")
     }

@@ -58,7 +58,8 @@ def variant_cmd(variant: str, agent: Sequence[str], proxy_prefix: Sequence[str] 
     """The argv the client launches for ``variant`` in front of ``agent``.
 
     Args:
-        variant: ``"direct"``, ``"relay"`` or ``"proxy"``.
+        variant: ``"direct"``, ``"relay"``, ``"proxy"`` or ``"observed"`` (the proxy
+            with ``--trace`` to a temporary file and ``--metrics`` on a free port).
         agent: the agent's argv.
         proxy_prefix: inserted before ``-m acp_proxy`` (e.g. a profiler).
     """
@@ -68,6 +69,12 @@ def variant_cmd(variant: str, agent: Sequence[str], proxy_prefix: Sequence[str] 
         return [sys.executable, "-m", "benchmarks.bench", "--relay", "--", *agent]
     if variant == "proxy":
         return [sys.executable, *proxy_prefix, "-m", "acp_proxy", "--", *agent]
+    if variant == "observed":
+        trace = os.path.join(tempfile.gettempdir(), f"acp-proxy-bench-{os.getpid()}.trace.jsonl")
+        return [
+            sys.executable, *proxy_prefix, "-m", "acp_proxy",
+            "--trace", trace, "--metrics", "127.0.0.1:0", "--", *agent,
+        ]  # fmt: skip
     raise ValueError(f"unknown variant {variant!r}")
 
 

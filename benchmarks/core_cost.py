@@ -61,8 +61,11 @@ def parser_comparison(number: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def core_cost_us(size: int, count: int) -> float:
+def core_cost_us(size: int, count: int, traced: bool = False) -> float:
     """Microseconds per ~``size``-byte chunk through framer + core, in process (no I/O).
+
+    With ``traced``, the core is the :class:`~acp_proxy.core.trace.TracingCore` the
+    shell builds when something observes, its records made and discarded.
 
     The shell's share of the work (framing with ``feed_runs``,
     :meth:`ProxyCore.receive` of each framer item, grouping the sends,
@@ -75,6 +78,10 @@ def core_cost_us(size: int, count: int) -> float:
     from acp_proxy.shell.routing import route_actions
 
     core = ProxyCore()
+    if traced:
+        from acp_proxy.core.trace import TracingCore
+
+        core = TracingCore(emit=lambda record: None)
     hello = [
         (Peer.CLIENT, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
         (Peer.CLIENT, b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}'),

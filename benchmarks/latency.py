@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 
 from benchmarks.client import open_client
-from benchmarks.sizes import VARIANTS, Sizes
+from benchmarks.sizes import LATENCY_VARIANTS, Sizes
 
 __all__ = ["latency", "percentile"]
 
@@ -23,15 +23,16 @@ def percentile(values: Sequence[float], q: float) -> float:
 def latency(sizes: Sizes) -> dict[str, list[float]]:
     """Round-trip times (ms) per variant, each pipeline paced at ``latency_rate_per_s``.
 
-    The three pipelines are open at once; every tick sends one request
+    The pipelines (:data:`~benchmarks.sizes.LATENCY_VARIANTS`: the three, and the
+    proxy with its trace and metrics on) are open at once; every tick sends one request
     through each of them, in rotating order, so a burst of load on the
     machine hits every variant alike.
     """
     period = 1.0 / sizes.latency_rate_per_s
     warm_up = min(200, sizes.latency_n)
-    out: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    out: dict[str, list[float]] = {v: [] for v in LATENCY_VARIANTS}
     with contextlib.ExitStack() as stack:
-        clients = [stack.enter_context(open_client(v, sizes.timeout_s)) for v in VARIANTS]
+        clients = [stack.enter_context(open_client(v, sizes.timeout_s)) for v in LATENCY_VARIANTS]
         t0 = time.perf_counter() + 0.01
         for i in range(warm_up + sizes.latency_n):
             due = t0 + i * period
@@ -40,9 +41,9 @@ def latency(sizes: Sizes) -> dict[str, list[float]]:
                 time.sleep(left - 0.0003)
             while time.perf_counter() < due:
                 pass
-            for k in range(len(VARIANTS)):
-                n = (i + k) % len(VARIANTS)
+            for k in range(len(LATENCY_VARIANTS)):
+                n = (i + k) % len(LATENCY_VARIANTS)
                 rtt = clients[n].round_trip()
                 if i >= warm_up:
-                    out[VARIANTS[n]].append(rtt)
+                    out[LATENCY_VARIANTS[n]].append(rtt)
     return out

@@ -115,6 +115,9 @@ def format_table(res: dict[str, Any]) -> str:
             ok(tg["added_latency_p99<1ms"]),
         )
     )
+    observed = res["added_latency_ms_observed"]
+    for q in ("p50", "p99"):
+        rows.append((f"  ... with --trace --metrics {q}, ms", "", "", f"{observed[q]:.3f}", "", ""))
     rows.append(
         (
             "CPU per message, us",

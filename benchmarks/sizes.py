@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["KIB", "MIB", "PRESETS", "VARIANTS", "BenchError", "Sizes", "mib"]
+__all__ = ["KIB", "LATENCY_VARIANTS", "MIB", "PRESETS", "VARIANTS", "BenchError", "Sizes", "mib"]
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -119,6 +119,8 @@ PRESETS: dict[str, Sizes] = {
 
 
 VARIANTS = ("direct", "relay", "proxy")
+#: the latency runs also measure the proxy with its trace and metrics on
+LATENCY_VARIANTS = (*VARIANTS, "observed")
 
 
 def mib(kib: int) -> float:

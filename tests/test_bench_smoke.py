@@ -23,6 +23,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "throughput_200b_msgs_per_s": ("direct", "relay", "proxy"),
     "throughput_1mib_msgs_per_s": ("direct", "relay", "proxy"),
     "added_latency_ms": ("p50", "p99"),
+    "added_latency_ms_observed": ("p50", "p99"),
     "peak_rss_mib": ("stream", "flood", "messages_1mib"),
     "json_parse_us": ("json", "msgspec", "parse"),
 }

@@ -151,6 +151,8 @@ def test_dump_is_one_commented_toml_document_in_section_order() -> None:
         "[enforcement.child_mutations]",
         "[dedup]",
         "[audit]",
+        "[trace]",
+        "[telemetry]",
         "[process]",
         "[listen]",
         "[permissions]",

@@ -21,6 +21,8 @@ from acp_proxy.config.model import (
     PermissionRule,
     PermissionsConfig,
     ProcessConfig,
+    TelemetryConfig,
+    TraceConfig,
 )
 
 __all__ = [
@@ -38,4 +40,6 @@ __all__ = [
     "PermissionRule",
     "PermissionsConfig",
     "ProcessConfig",
+    "TelemetryConfig",
+    "TraceConfig",
 ]

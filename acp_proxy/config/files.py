@@ -71,13 +71,16 @@ def expand_path(value: str, what: str) -> str:
 
 
 def expand_config_paths(cfg: Config) -> Config:
-    """``cfg`` with ``audit.path`` and ``listen.token_file`` expanded (:func:`expand_path`)."""
+    """``cfg`` with ``audit.path``, ``trace.path`` and ``listen.token_file`` expanded
+    (:func:`expand_path`)."""
     audit_path = expand_path(cfg.audit.path, "audit.path")
+    trace_path = expand_path(cfg.trace.path, "trace.path")
     token_file = expand_path(cfg.listen.token_file, "listen.token_file")
     try:
         return attrs.evolve(
             cfg,
             audit=attrs.evolve(cfg.audit, path=audit_path),
+            trace=attrs.evolve(cfg.trace, path=trace_path),
             listen=attrs.evolve(cfg.listen, token_file=token_file),
         )
     except ValueError as exc:

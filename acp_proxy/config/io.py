@@ -37,6 +37,8 @@ from acp_proxy.config.model import (
     PermissionRule,
     PermissionsConfig,
     ProcessConfig,
+    TelemetryConfig,
+    TraceConfig,
     one_of,
 )
 from acp_proxy.config.toml_text import describe, dotted
@@ -211,7 +213,16 @@ def _make_converter() -> cattrs.Converter:
         child_mutations=override(struct_hook=_structure_child_mutations),
     )
     converter.register_structure_hook(EnforcementConfig, _table_hook(enforcement))
-    for cls in (LimitsConfig, HoldConfig, DedupConfig, AuditConfig, ProcessConfig, ListenConfig):
+    for cls in (
+        LimitsConfig,
+        HoldConfig,
+        DedupConfig,
+        AuditConfig,
+        TraceConfig,
+        TelemetryConfig,
+        ProcessConfig,
+        ListenConfig,
+    ):
         converter.register_structure_hook(cls, _table_hook(make_dict_structure_fn(cls, converter)))
     config = make_dict_structure_fn(Config, converter)
     converter.register_structure_hook(Config, _table_hook(config))

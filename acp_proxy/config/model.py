@@ -314,6 +314,32 @@ class AuditConfig:
 
 
 @attrs.frozen
+class TraceConfig:
+    """Wire trace (docs/trace-format.md).
+
+    Attributes:
+        path: JSON-lines trace file, one record per message; ``""`` = off.
+        include_content: also record each message's text, secrets redacted
+            (needed by ``acp-proxy replay``).
+    """
+
+    path: str = ""
+    include_content: bool = False
+
+
+@attrs.frozen
+class TelemetryConfig:
+    """Metrics and status.
+
+    Attributes:
+        metrics: ``HOST:PORT`` serving ``/metrics``, ``/healthz``, ``/readyz``
+            and ``/status``; ``""`` = off.
+    """
+
+    metrics: str = ""
+
+
+@attrs.frozen
 class ProcessConfig:
     """The agent subprocess.
 
@@ -661,6 +687,8 @@ class Config:
     enforcement: EnforcementConfig = attrs.field(factory=EnforcementConfig)
     dedup: DedupConfig = attrs.field(factory=DedupConfig)
     audit: AuditConfig = attrs.field(factory=AuditConfig)
+    trace: TraceConfig = attrs.field(factory=TraceConfig)
+    telemetry: TelemetryConfig = attrs.field(factory=TelemetryConfig)
     process: ProcessConfig = attrs.field(factory=ProcessConfig)
     listen: ListenConfig = attrs.field(factory=ListenConfig)
     permissions: PermissionsConfig = attrs.field(factory=PermissionsConfig)

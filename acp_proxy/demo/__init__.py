@@ -23,6 +23,10 @@ What the proxy is shown doing (see :mod:`acp_proxy.demo.agent`):
 
 ``--json`` prints the raw transcript as JSON lines instead (for tests and tools).
 
+The proxy also writes a wire trace with content (docs/trace-format.md) to a
+file the demo keeps; its path and the ``acp-proxy replay`` command that tries a
+configuration on it are printed last (on stderr with ``--json``).
+
 The package: :mod:`~acp_proxy.demo.runner` runs the proxy and the scripted
 client, :mod:`~acp_proxy.demo.analysis` checks what was observed,
 :mod:`~acp_proxy.demo.render` (with :mod:`~acp_proxy.demo.summary`) prints it;
@@ -32,7 +36,9 @@ client, :mod:`~acp_proxy.demo.analysis` checks what was observed,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 
 from acp_proxy.demo.analysis import analyse, checks
 from acp_proxy.demo.render import render, render_json
@@ -55,10 +61,19 @@ def run_demo(args: list[str]) -> int:
         opts = parser.parse_args(args)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    run = execute()
+    fd, trace = tempfile.mkstemp(prefix="acp-proxy-demo-", suffix=".trace.jsonl")
+    os.close(fd)
+    run = execute(trace=trace)
     an = analyse(run)
     results = checks(run, an)
     text = render_json(run, results) if opts.json else render(run, an, results)
     sys.stdout.write(text)
     sys.stdout.flush()
+    tail = sys.stderr if opts.json else sys.stdout
+    print(
+        f"\nThe proxy's wire trace (kept): {trace}\n"
+        "Try another configuration on it (no agent is started):\n"
+        f"  acp-proxy replay --diff --config FILE {trace}",
+        file=tail,
+    )
     return 0 if all(c.ok for c in results) else 1

@@ -303,12 +303,15 @@ def _read_json_lines(path: str) -> list[dict[str, Any]]:
     return out
 
 
-def execute(timeout: float = TIMEOUT_SECONDS, agent: list[str] | None = None) -> Run:
+def execute(
+    timeout: float = TIMEOUT_SECONDS, agent: list[str] | None = None, trace: str | None = None
+) -> Run:
     """Runs the proxy with the demo agent and the scripted client; returns what was seen.
 
     Args:
         timeout: for the whole run; past it the proxy is killed.
         agent: the agent command (default: ``python -m acp_proxy.demo.agent``).
+        trace: also write a wire trace with content here (``--trace --trace-content``).
     """
     # Imported here, not at the top: ``python -m acp_proxy.demo.agent`` imports
     # this package first, and runpy warns when the module it is about to run
@@ -321,9 +324,10 @@ def execute(timeout: float = TIMEOUT_SECONDS, agent: list[str] | None = None) ->
         policy_path = os.path.join(tmp, "permissions.toml")
         with open(policy_path, "w", encoding="utf-8") as f:
             f.write(POLICY)
+        tracing = ["--trace", trace, "--trace-content"] if trace else []
         command = [
             sys.executable, "-m", "acp_proxy", "--config", policy_path,
-            "--audit-log", audit_path,
+            "--audit-log", audit_path, *tracing,
             "--", *(agent or [sys.executable, "-m", "acp_proxy.demo.agent"]),
         ]  # fmt: skip
         run = Run(command)

@@ -176,3 +176,11 @@ class HoldBuffer:
 
     def _evict(self, session_id: str, reason: str) -> Evicted:
         return Evicted(session_id, self.take(session_id), reason)
+
+    def held_frames(self) -> list[bytes]:
+        """The raw frames held now, every session in order (for the tracer; not the hot path)."""
+        return [
+            raw.raw if isinstance(raw, Message) else raw
+            for h in self._held.values()
+            for raw, _child in h.entries
+        ]

@@ -26,7 +26,7 @@ import trio
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
-from acp_proxy.core.engine import ProxyCore
+from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.routing import AuditSink, CoreTimer, coalesce, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport
 from acp_proxy.shell.transport.stdio import open_stdio_transport
@@ -133,7 +133,7 @@ async def run_chain(config: Config, audit: AuditSink | None) -> int:
     """
     conductor = open_stdio_transport(config.limits.max_message_bytes)
     conductor.name = "conductor"
-    adapter = ChainAdapter(ProxyCore(config))
+    adapter = ChainAdapter(make_core(config))
     relay = ChainRelay(
         adapter, conductor, audit=audit, channel_batches=config.limits.channel_messages
     )

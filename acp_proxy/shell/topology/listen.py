@@ -33,9 +33,9 @@ from trio_websocket import (
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Audit, Peer
-from acp_proxy.core.engine import ProxyCore
 from acp_proxy.errors import ConnectFailed
 from acp_proxy.shell.audit import AuditLog
+from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.topology.stdio import agent_relay
 from acp_proxy.shell.topology.ws_upgrade import (
@@ -290,7 +290,7 @@ class _Listener:
             if audit is not None:
                 audit.write(Audit("connection_opened", None, {"remote": remote}))
             client = WebSocketTransport(ws, Peer.CLIENT, max_bytes, audit=audit)
-            relay = agent_relay(ProxyCore(cfg), client, agent, cfg, audit)
+            relay = agent_relay(make_core(cfg, agent.process.pid), client, agent, cfg, audit)
             self._transports.add(client)
             try:
                 async with trio.open_nursery() as nursery:
@@ -505,7 +505,7 @@ async def _connect(
     ) as ws:
         agent = WebSocketTransport(ws, Peer.AGENT, max_bytes, audit=audit)
         relay = Relay(
-            ProxyCore(cfg),
+            make_core(cfg),
             client,
             agent,
             audit=audit,

@@ -14,6 +14,7 @@ import trio
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.transport.base import FrameTransport
 from acp_proxy.shell.transport.process import STDERR_TAIL_BYTES, AgentProcess, AgentSignalled
@@ -143,7 +144,7 @@ async def run_stdio_process(
         log.error("cannot start agent %r: %s", agent_command[0], exc)
         return 127
     client = open_stdio_transport(config.limits.max_message_bytes)
-    core = ProxyCore(config)
+    core = make_core(config, agent.process.pid)
     relay = agent_relay(core, client, agent, config, audit)
     process = config.process
     try:

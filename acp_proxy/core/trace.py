@@ -1,0 +1,399 @@
+"""The wire trace: one record per message and the proxy's decision on it (docs/trace-format.md).
+
+:class:`TracingCore` is a :class:`~acp_proxy.core.engine.ProxyCore` that, besides
+its actions, hands one record (a ``dict``, the shape of docs/trace-format.md) per
+message to ``emit``. It is only built when something observes the traffic (a
+trace file, metrics, OpenTelemetry, ``--log-level info``): a proxy that observes
+nothing runs a plain ``ProxyCore`` and pays nothing for this module.
+
+The decision on a message is read from what the engine did with it, never by
+deciding again: the counters of the :class:`~acp_proxy.core.engine.ledger.Ledger`,
+the hold buffer's contents before and after, and the ``Send`` and ``Audit``
+actions. A line run is fed one frame at a time (the verdicts are the same on
+every path: docs/design.md section 2), so each message gets its own record.
+
+Pure: no I/O, the clock is the ``now`` argument; records are plain values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from acp_proxy.config import Config
+from acp_proxy.core.actions import Action, Audit, Peer, Send
+from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
+from acp_proxy.core.wire.jsonrpc import Kind, Message, parse
+
+__all__ = [
+    "DECISIONS",
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "Record",
+    "TracingCore",
+    "header",
+    "redact",
+]
+
+#: the ``format`` of a trace file's header record
+TRACE_FORMAT = "acp-proxy-trace"
+#: the version of the record shapes (docs/trace-format.md); bumped on any incompatible change
+TRACE_VERSION = 1
+
+#: every decision a message record may carry
+DECISIONS = ("forwarded", "held", "released", "refused", "dropped", "rewritten", "answered")
+
+Record = dict[str, Any]
+
+_KIND_NAMES = {
+    Kind.REQUEST: "request",
+    Kind.NOTIFICATION: "notification",
+    Kind.RESPONSE: "response",
+    Kind.ERROR_RESPONSE: "error",
+    Kind.BATCH: "batch",
+    Kind.INVALID: "invalid",
+}
+
+_REDACTED = "[REDACTED]"
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Authorization: Bearer / Basic credentials
+    (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/\-]+=*"), r"\1\2" + _REDACTED),
+    # values of keys that name a secret: "api_key": "...", "password": "..."
+    (
+        re.compile(
+            r'(?i)("(?:[a-z0-9_\-]*(?:api[_\-]?key|token|secret|password|passwd|authorization'
+            r'|credential|private[_\-]?key)[a-z0-9_\-]*)"\s*:\s*")((?:[^"\\]|\\.)*)(")'
+        ),
+        r"\1" + _REDACTED + r"\3",
+    ),
+    # common API key shapes
+    (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"), _REDACTED),  # OpenAI, Anthropic
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"), _REDACTED),  # GitHub
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), _REDACTED),  # AWS access key ids
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), _REDACTED),  # Slack
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), _REDACTED),  # Google
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), _REDACTED),
+    (
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL
+        ),
+        _REDACTED,
+    ),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with bearer tokens, secret-named values and common API key shapes replaced.
+
+    Works on the JSON text (a redacted message stays valid JSON with the same
+    keys, in the same order), for the trace copy only: forwarded bytes are never
+    touched.
+    """
+    for pattern, repl in _SECRET_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def header(include_content: bool, **extra: Any) -> Record:
+    """The first record of a trace file."""
+    return {
+        "type": "header",
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        "content": include_content,
+        **extra,
+    }
+
+
+def _events(actions: list[Action]) -> list[dict[str, Any]]:
+    out = []
+    for a in actions:
+        if type(a) is Audit:
+            ev: dict[str, Any] = {"event": a.event}
+            for key in ("sessionId", "parentSessionId", "reason"):
+                value = a.fields.get(key)
+                if value is not None:
+                    ev[key] = value
+            out.append(ev)
+    return out
+
+
+def _answer_is_error(data: bytes) -> bool:
+    m = parse(data)
+    return m.kind is not Kind.RESPONSE
+
+
+class TracingCore(ProxyCore):
+    """A :class:`~acp_proxy.core.engine.ProxyCore` that reports every message's decision.
+
+    Args:
+        config: the effective configuration.
+        emit: called with each record, in the order the proxy saw the messages.
+        include_content: put each message's text (secrets redacted) in its record.
+        max_tracked: requests in flight remembered for durations (beyond it,
+            responses get no ``duration``).
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        emit: Callable[[Record], None],
+        include_content: bool = False,
+        max_tracked: int = 65536,
+    ) -> None:
+        super().__init__(config)
+        self.emit = emit
+        self.include_content = include_content
+        self.seq = 0
+        self._max_tracked = max_tracked
+        # (requester, id) -> (method, session, time, seq) of forwarded requests
+        self._requests: dict[tuple[Peer, Any], tuple[str | None, str | None, float, int]] = {}
+        # held frame -> seqs of its records still held, oldest first
+        self._held_seqs: dict[bytes, list[int]] = {}
+
+    # ----------------------------------------------------------------- API
+
+    def receive(
+        self, source: Peer, incoming: Incoming | Sequence[Incoming], now: float
+    ) -> list[Action]:
+        """As :meth:`ProxyCore.receive`, one record per message."""
+        items: Sequence[Incoming] = incoming if type(incoming) is list else [incoming]  # type: ignore[list-item]
+        out: list[Action] = []
+        for item in items:
+            if type(item) is Lines:
+                for raw in item.frames():
+                    out.extend(self._one(source, raw, now))
+            else:
+                out.extend(self._one(source, item, now))  # type: ignore[arg-type]
+        return out
+
+    def handle_timer(self, now: float) -> list[Action]:
+        """As :meth:`ProxyCore.handle_timer`, with records of what left the hold buffer."""
+        before = self.hold.held_frames() if self.hold.total_messages else []
+        actions = super().handle_timer(now)
+        if before:
+            gone = self._gone(before)
+            if gone:
+                self.emit({"type": "timer", "t": now, "events": _events(actions)})
+                self._settle_gone(gone, self._sends(actions), now)
+        return actions
+
+    def peer_closed(self, peer: Peer, now: float, detail: str = "") -> list[Action]:
+        """As :meth:`ProxyCore.peer_closed`, with a ``closed`` record and its consequences."""
+        before = self.hold.held_frames() if self.hold.total_messages else []
+        actions = super().peer_closed(peer, now, detail)
+        closed: Record = {"type": "closed", "t": now, "peer": peer.value, "detail": detail}
+        events = _events(actions)
+        if events:
+            closed["events"] = events
+        self.emit(closed)
+        sends = self._sends(actions)
+        if before:
+            self._settle_gone(self._gone(before), sends, now)
+        for to, data in sends:
+            if to is None:
+                continue
+            m = parse(data)
+            entry = self._requests.pop((to, m.id), None)
+            self.emit(
+                {
+                    "type": "proxy",
+                    "t": now,
+                    "to": to.value,
+                    "kind": _KIND_NAMES[m.kind],
+                    "id": m.id,
+                    "for_method": entry[0] if entry else None,
+                    "size": len(data),
+                    "decision": "answered",
+                }
+            )
+        return actions
+
+    # ------------------------------------------------------------ internals
+
+    def _sends(self, actions: list[Action]) -> list[tuple[Peer | None, bytes]]:
+        """The messages the actions send, one per message (a forwarded run is split)."""
+        out: list[tuple[Peer | None, bytes]] = []
+        for a in actions:
+            if type(a) is Send:
+                if b"\n" in a.data:
+                    out.extend((a.to, part) for part in a.data.split(b"\n"))
+                else:
+                    out.append((a.to, a.data))
+        return out
+
+    def _gone(self, before: list[bytes]) -> list[bytes]:
+        """The held frames of ``before`` that are no longer held (in order)."""
+        left = Counter(self.hold.held_frames())
+        gone = []
+        for raw in before:
+            if left[raw]:
+                left[raw] -= 1
+            else:
+                gone.append(raw)
+        return gone
+
+    def _record(self, source: Peer, item: bytes | Oversize | Partial, now: float) -> Record:
+        self.seq += 1
+        rec: Record = {"type": "message", "seq": self.seq, "t": now, "dir": source.direction}
+        if isinstance(item, bytes):
+            m = parse(item, self._dense_bytes, self._min_value_bytes)
+            rec.update(kind=_KIND_NAMES[m.kind], id=m.id, method=m.method)
+            sid = m.session_id if m.kind is not Kind.BATCH else None
+            rec["session"] = sid if type(sid) is str else None
+            rec["size"] = len(item)
+            if self.include_content:
+                try:
+                    rec["content"] = redact(item.decode("utf-8"))
+                except UnicodeDecodeError:
+                    rec["content_hex"] = item.hex()
+            self._annotate(source, m, rec)
+        else:
+            rec.update(
+                kind="oversize" if type(item) is Oversize else "partial",
+                id=None,
+                method=None,
+                session=None,
+                size=item.size_bytes,
+            )
+            if type(item) is Oversize:
+                rec["complete"] = item.complete
+        return rec
+
+    def _annotate(self, source: Peer, m: Message, rec: Record) -> None:
+        """Life-cycle facts a reader wants: peers' names, negotiated version, sessions made."""
+        body = m.body if type(m.body) is dict else None
+        if body is None:
+            return
+        if m.kind is Kind.REQUEST and m.method == "initialize" and m.params is not None:
+            info = m.params.get("clientInfo")
+            if type(info) is dict and type(info.get("name")) is str:
+                rec["peer"] = info["name"]
+        elif m.kind is Kind.RESPONSE:
+            entry = self._requests.get((source.other, m.id))
+            result = body.get("result")
+            if entry is None or type(result) is not dict:
+                return
+            if entry[0] == "initialize":
+                info = result.get("agentInfo")
+                if type(info) is dict and type(info.get("name")) is str:
+                    rec["peer"] = info["name"]
+                if type(result.get("protocolVersion")) is int:
+                    rec["protocolVersion"] = result["protocolVersion"]
+            elif (
+                entry[0] in ("session/new", "session/fork") and type(result.get("sessionId")) is str
+            ):
+                rec["created"] = result["sessionId"]
+
+    def _one(self, source: Peer, item: bytes | Oversize | Partial, now: float) -> list[Action]:
+        held = self.hold
+        before = held.held_frames() if held.total_messages else []
+        n = self.n
+        answered0 = n.answered
+        rec = self._record(source, item, now)
+        actions = super().receive(source, item, now)
+        sends = self._sends(actions)
+        events = _events(actions)
+        if events:
+            rec["events"] = events
+        raw = item if type(item) is bytes else None
+        decision: str | None = None
+        other = source.other
+        unmatched: list[tuple[Peer | None, bytes]] = []
+        for to, data in sends:
+            if decision is None and to is other and data == raw:
+                decision = "forwarded"
+            else:
+                unmatched.append((to, data))
+        gone = self._gone(before) if before else []
+        if raw is not None and decision is None and held.total_messages:
+            now_held = Counter(held.held_frames())
+            was = Counter(before)
+            if now_held[raw] > was[raw] - gone.count(raw):
+                decision = "held"
+        rest: list[tuple[Peer | None, bytes]] = []
+        for to, data in unmatched:
+            if decision is None and to is other and not (gone and data in gone):
+                decision = "rewritten"
+            elif decision is None and to is source and n.answered > answered0:
+                decision = "refused" if _answer_is_error(data) else "answered"
+            else:
+                rest.append((to, data))
+        if decision is None:
+            decision = "dropped"
+        rec["decision"] = decision
+        self._requests_seen(source, rec, now)
+        if decision == "held" and raw is not None:
+            self._held_seqs.setdefault(raw, []).append(rec["seq"])
+        self.emit(rec)
+        if gone:
+            self._settle_gone(gone, rest, now)
+        return actions
+
+    def _requests_seen(self, source: Peer, rec: Record, now: float) -> None:
+        """Remembers forwarded requests; gives a response its request's method and duration."""
+        kind = rec["kind"]
+        if kind == "request" and rec["decision"] in ("forwarded", "held", "rewritten"):
+            if len(self._requests) < self._max_tracked:
+                self._requests[(source, rec["id"])] = (
+                    rec["method"],
+                    rec["session"],
+                    now,
+                    rec["seq"],
+                )
+        elif kind in ("response", "error"):
+            entry = self._requests.pop((source.other, rec["id"]), None)
+            if entry is not None:
+                rec["for_method"] = entry[0]
+                rec["for_session"] = entry[1]
+                rec["for_seq"] = entry[3]
+                rec["duration"] = max(0.0, now - entry[2])
+
+    def _settle_gone(
+        self, gone: list[bytes], sends: list[tuple[Peer | None, bytes]], now: float
+    ) -> None:
+        """A record for each held message that left the hold buffer (released, dropped, ...)."""
+        remaining = list(sends)
+        for raw in gone:
+            seqs = self._held_seqs.get(raw)
+            of = seqs.pop(0) if seqs else None
+            if seqs == []:
+                del self._held_seqs[raw]
+            m = parse(raw, self._dense_bytes, self._min_value_bytes)
+            decision = "dropped"
+            for i, (to, data) in enumerate(remaining):
+                if to is Peer.CLIENT and data == raw:
+                    decision = "released"
+                elif to is Peer.AGENT and m.kind is Kind.REQUEST and parse(data).id == m.id:
+                    decision = "refused" if _answer_is_error(data) else "answered"
+                else:
+                    continue
+                del remaining[i]
+                break
+            else:
+                # a released message the engine rewrote (duplicate state cut out)
+                for i, (to, _data) in enumerate(remaining):
+                    if to is Peer.CLIENT:
+                        decision = "released"
+                        del remaining[i]
+                        break
+            sid = m.session_id
+            self.emit(
+                {
+                    "type": "message",
+                    "seq": None,
+                    "of": of,
+                    "t": now,
+                    "dir": Peer.AGENT.direction,
+                    "kind": _KIND_NAMES[m.kind],
+                    "id": m.id,
+                    "method": m.method,
+                    "session": sid if type(sid) is str else None,
+                    "size": len(raw),
+                    "decision": decision,
+                }
+            )

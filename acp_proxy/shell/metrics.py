@@ -1,0 +1,293 @@
+"""``--metrics ADDR``: ``/metrics`` (Prometheus text), ``/healthz``, ``/readyz``, ``/status``.
+
+A small HTTP/1.1 server on trio and h11 (one request per connection, bounded
+request size and time). The address is loopback unless a token is set: a
+non-loopback address needs ``listen.token_file``, and then every request needs
+``Authorization: Bearer TOKEN``; the ``Host`` and ``Origin`` rules are those of
+``--listen`` (:mod:`~acp_proxy.shell.topology.ws_upgrade`), so a web page cannot
+read the status of a proxy on the user's machine.
+
+What is served (README "Metrics and status"):
+
+- ``/metrics``: ``acp_proxy_messages_total{direction,kind}``,
+  ``acp_proxy_decisions_total{decision}``, ``acp_proxy_held_messages``,
+  ``acp_proxy_held_bytes``, ``acp_proxy_children``,
+  ``acp_proxy_connections``, ``acp_proxy_request_duration_seconds`` (histogram),
+  ``acp_proxy_uptime_seconds``;
+- ``/healthz``: 200 while the proxy runs;
+- ``/readyz``: 200 once a connection is open (its agent started), else 503;
+- ``/status``: JSON (:func:`status`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import h11
+import trio
+
+from acp_proxy.config import Config
+from acp_proxy.errors import UsageError
+from acp_proxy.shell.observe import DURATION_BUCKETS, Connection, Hub
+from acp_proxy.shell.topology.ws_upgrade import (
+    accepted_hosts,
+    check_upgrade,
+    is_loopback,
+    read_token,
+)
+
+__all__ = ["parse_address", "render_metrics", "serve_metrics", "status"]
+
+log = logging.getLogger("acp_proxy.metrics")
+
+#: bytes of one request's head accepted
+MAX_REQUEST_BYTES = 16 * 1024
+#: seconds a client has to send its request
+REQUEST_TIMEOUT_SECONDS = 10.0
+
+PATHS = ("/metrics", "/healthz", "/readyz", "/status")
+
+
+def parse_address(addr: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as a host and a port.
+
+    Raises:
+        UsageError: it is not one.
+    """
+    host, sep, port = addr.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--metrics takes HOST:PORT, e.g. 127.0.0.1:9464 (got {addr!r})")
+    return host, int(port)
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _totals(hub: Hub) -> dict[str, int]:
+    held = held_bytes = children = 0
+    for conn in hub.live():
+        s = conn.core.statistics()
+        held += s.held
+        held_bytes += s.held_bytes
+        children += s.children
+    return {"held": held, "held_bytes": held_bytes, "children": children}
+
+
+def render_metrics(hub: Hub) -> str:
+    """The Prometheus text exposition (version 0.0.4) of the hub's counters."""
+    tally = hub.tally
+    snap = tally.snapshot() if tally is not None else None
+    out: list[str] = []
+
+    def family(name: str, kind: str, text: str) -> None:
+        out.append(f"# HELP {name} {text}")
+        out.append(f"# TYPE {name} {kind}")
+
+    family("acp_proxy_messages_total", "counter", "Messages seen, by direction and JSON-RPC kind.")
+    if snap is not None:
+        for (direction, kind), n in sorted(snap["messages"].items()):
+            out.append(
+                f'acp_proxy_messages_total{{direction="{_esc(direction)}",kind="{_esc(kind)}"}} {n}'
+            )
+        family("acp_proxy_decisions_total", "counter", "The proxy's decisions, by kind.")
+        for decision, n in sorted(snap["decisions"].items()):
+            out.append(f'acp_proxy_decisions_total{{decision="{_esc(decision)}"}} {n}')
+    totals = _totals(hub)
+    family("acp_proxy_held_messages", "gauge", "Messages in the hold buffers now.")
+    out.append(f"acp_proxy_held_messages {totals['held']}")
+    family("acp_proxy_held_bytes", "gauge", "Bytes in the hold buffers now.")
+    out.append(f"acp_proxy_held_bytes {totals['held_bytes']}")
+    family("acp_proxy_children", "gauge", "Child sessions in the registries now.")
+    out.append(f"acp_proxy_children {totals['children']}")
+    family("acp_proxy_connections", "gauge", "Client-agent connections open now.")
+    out.append(f"acp_proxy_connections {len(hub.live())}")
+    if snap is not None:
+        family(
+            "acp_proxy_request_duration_seconds",
+            "histogram",
+            "Request to response, for requests the proxy forwarded.",
+        )
+        cumulative = 0
+        for bound, n in zip((*DURATION_BUCKETS, None), snap["buckets"], strict=True):
+            cumulative += n
+            le = "+Inf" if bound is None else repr(float(bound))
+            out.append(f'acp_proxy_request_duration_seconds_bucket{{le="{le}"}} {cumulative}')
+        out.append(f"acp_proxy_request_duration_seconds_sum {snap['duration_sum']!r}")
+        out.append(f"acp_proxy_request_duration_seconds_count {snap['duration_count']}")
+    family("acp_proxy_uptime_seconds", "gauge", "Seconds since the proxy started.")
+    out.append(f"acp_proxy_uptime_seconds {time.monotonic() - hub.started_monotonic:.3f}")
+    return "\n".join(out) + "\n"
+
+
+def _connection_status(conn: Connection) -> dict[str, Any]:
+    core = conn.core
+    registry = core.registry
+    stats = core.statistics()
+    children = {
+        cid: {
+            "parent": child.parent_id,
+            "title": child.title,
+            "capabilities": child.capabilities,
+            "state": child.state,
+            "fresh": child.fresh,
+        }
+        for cid, child in list(registry.children.items())
+    }
+    return {
+        "connection": conn.number,
+        "agentPid": conn.agent_pid,
+        "started": conn.started,
+        "closed": conn.closed,
+        "protocolVersion": core.negotiated.protocol_version,
+        "client": conn.client_name,
+        "agent": conn.agent_name,
+        "sessions": sorted(registry.known),
+        "children": children,
+        "heldSessions": len(core.hold),
+        "counters": {
+            name: getattr(stats, name)
+            for name in (
+                "accepted",
+                "forwarded",
+                "answered",
+                "dropped",
+                "held",
+                "held_bytes",
+                "rejected_mutations",
+                "duplicates_removed",
+                "invalid",
+                "pending_client_requests",
+                "pending_agent_requests",
+            )
+        },
+    }
+
+
+def status(hub: Hub) -> dict[str, Any]:
+    """What ``/status`` serves."""
+    conns = list(hub.connections.values())
+    return {
+        "pid": os.getpid(),
+        "uptimeSeconds": round(time.monotonic() - hub.started_monotonic, 3),
+        "started": hub.started,
+        "agentPid": next((c.agent_pid for c in reversed(conns) if c.closed is None), None),
+        "connections": [_connection_status(c) for c in conns],
+        "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
+    }
+
+
+def _respond(hub: Hub, target: str) -> tuple[int, str, bytes]:
+    path = target.split("?", 1)[0]
+    if path == "/metrics":
+        return 200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(hub).encode()
+    if path == "/healthz":
+        return 200, "text/plain; charset=utf-8", b"ok\n"
+    if path == "/readyz":
+        if hub.live():
+            return 200, "text/plain; charset=utf-8", b"ready\n"
+        return 503, "text/plain; charset=utf-8", b"no connection open\n"
+    if path == "/status":
+        body = json.dumps(status(hub), indent=2, default=repr).encode() + b"\n"
+        return 200, "application/json", body
+    return 404, "text/plain; charset=utf-8", b"not found\n"
+
+
+async def _serve_one(
+    stream: trio.SocketStream,
+    hub: Hub,
+    token: bytes | None,
+    hosts: frozenset[str] | None,
+    cfg: Config,
+) -> None:
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
+    request: h11.Request | None = None
+    with trio.move_on_after(REQUEST_TIMEOUT_SECONDS):
+        while request is None:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await stream.receive_some(4096)
+                conn.receive_data(data)
+                if not data:
+                    return
+            elif isinstance(event, h11.Request):
+                request = event
+            else:
+                return
+    if request is None:
+        return
+    target = request.target.decode("latin-1")
+    host = next((v.decode("latin-1") for k, v in request.headers if k == b"host"), None)
+    headers = [(k, v) for k, v in request.headers if k != b"host"]
+    path = target.split("?", 1)[0]
+    refusal = check_upgrade(
+        target,
+        host,
+        headers,
+        path=path if path in PATHS else "/",
+        token=token,
+        allowed_origins=cfg.listen.allowed_origins,
+        allowed_hosts=hosts,
+    )
+    if request.method != b"GET":
+        code, ctype, body = 405, "text/plain; charset=utf-8", b"GET only\n"
+    elif refusal is not None and refusal[0] != 404:
+        code, ctype, body = refusal[0], "text/plain; charset=utf-8", refusal[1].encode() + b"\n"
+    else:
+        code, ctype, body = _respond(hub, target)
+    response = h11.Response(
+        status_code=code,
+        headers=[
+            ("content-type", ctype),
+            ("content-length", str(len(body))),
+            ("connection", "close"),
+            ("cache-control", "no-store"),
+        ],
+    )
+    await stream.send_all(
+        conn.send(response) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
+    )
+
+
+async def serve_metrics(
+    addr: str, hub: Hub, cfg: Config, *, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Serves until cancelled; ``task_status.started`` gets the bound port.
+
+    Raises:
+        UsageError: a bad address, or a non-loopback one without ``listen.token_file``.
+    """
+    host, port = parse_address(addr)
+    loopback = await is_loopback(host)
+    token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
+    if not loopback and token is None:
+        raise UsageError(
+            f"--metrics {addr} is not a loopback address: set listen.token_file (--token-file) "
+            "so that requests need a bearer token, or use 127.0.0.1"
+        )
+    hosts = accepted_hosts(
+        host, loopback=loopback, token=token is not None, allowed_hosts=cfg.listen.allowed_hosts
+    )
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise UsageError(f"cannot serve --metrics on {addr}: {exc.strerror or exc}") from None
+    bound = listeners[0].socket.getsockname()[1]
+    log.info("metrics and status at http://%s:%d/metrics", host, bound)
+    task_status.started(bound)
+
+    async def handler(stream: trio.SocketStream) -> None:
+        try:
+            await _serve_one(stream, hub, token, hosts, cfg)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError, OSError):
+            pass
+        finally:
+            await stream.aclose()
+
+    await trio.serve_listeners(handler, listeners)

@@ -1,0 +1,266 @@
+"""Who watches the traffic: the trace file, the metrics, the life-cycle log.
+
+The topologies build each connection's core with :func:`make_core`. When nothing
+observes (no trace, no metrics, log level above ``info``) it
+is a plain :class:`~acp_proxy.core.engine.ProxyCore`: the hot path is not
+touched. Otherwise it is a :class:`~acp_proxy.core.trace.TracingCore` whose
+records go to the :class:`Hub`, which hands each one to every observer:
+
+- the :class:`~acp_proxy.shell.trace.TraceWriter` (``--trace``);
+- the :class:`Tally` of counters and request durations (``--metrics``, ``/status``);
+- the life-cycle log at ``info``: initialize (negotiated version, both peers'
+  names), each session created, each child announced with its grants, each
+  peer's end (agent start and exit are logged by the process transport);
+- any other :class:`RecordObserver` (the place for an OpenTelemetry bridge).
+
+Records may come from a worker thread (a large message): the tally and the
+writer take a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Protocol
+
+import attrs
+
+from acp_proxy.config import Config
+from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.trace import DECISIONS, Record, TracingCore
+from acp_proxy.shell.trace import TraceWriter
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "Connection",
+    "Hub",
+    "RecordObserver",
+    "Tally",
+    "current",
+    "install",
+    "make_core",
+]
+
+log = logging.getLogger("acp_proxy.lifecycle")
+
+#: upper bounds (seconds) of the request duration histogram's buckets
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+#: closed connections kept for ``/status`` (the newest)
+KEEP_CLOSED = 16
+
+
+class RecordObserver(Protocol):
+    """Something else that sees every record (e.g. an OpenTelemetry bridge)."""
+
+    def observe(self, conn: Connection, record: Record) -> None: ...
+
+
+class Tally:
+    """Counters over every connection: messages, decisions, request durations."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.messages: dict[tuple[str, str], int] = {}
+        self.decisions: dict[str, int] = dict.fromkeys(DECISIONS, 0)
+        self.buckets = [0] * (len(DURATION_BUCKETS) + 1)
+        self.duration_sum = 0.0
+        self.duration_count = 0
+
+    def observe(self, record: Record) -> None:
+        """Counts one record."""
+        if record.get("type") != "message":
+            return
+        with self._lock:
+            if record.get("seq") is not None:
+                key = (record["dir"], record["kind"])
+                self.messages[key] = self.messages.get(key, 0) + 1
+            decision = record["decision"]
+            self.decisions[decision] = self.decisions.get(decision, 0) + 1
+            duration = record.get("duration")
+            if duration is not None:
+                i = 0
+                while i < len(DURATION_BUCKETS) and duration > DURATION_BUCKETS[i]:
+                    i += 1
+                self.buckets[i] += 1
+                self.duration_sum += duration
+                self.duration_count += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """A consistent copy of the counters."""
+        with self._lock:
+            return {
+                "messages": dict(self.messages),
+                "decisions": dict(self.decisions),
+                "buckets": list(self.buckets),
+                "duration_sum": self.duration_sum,
+                "duration_count": self.duration_count,
+            }
+
+
+@attrs.define(eq=False)
+class Connection:
+    """One client-agent connection as the observers see it.
+
+    Attributes:
+        number: 1, 2, ... in order of creation (``conn`` in the trace).
+        core: its core.
+        agent_pid: the agent process's pid, when the proxy started it.
+        started: wall-clock start (seconds since the epoch).
+        client_name, agent_name: from ``initialize``, when given.
+        closed: the peer that ended first, once one did.
+    """
+
+    number: int
+    core: ProxyCore
+    agent_pid: int | None
+    started: float
+    client_name: str | None = None
+    agent_name: str | None = None
+    closed: str | None = None
+
+
+class Hub:
+    """Fans each connection's records out to the observers.
+
+    Args:
+        trace: the trace writer, or ``None``.
+        tally: counters for ``/metrics`` and ``/status``, or ``None``.
+        lifecycle: log the life-cycle at ``info``.
+        others: more observers.
+    """
+
+    def __init__(
+        self,
+        *,
+        trace: TraceWriter | None = None,
+        tally: Tally | None = None,
+        lifecycle: bool = False,
+        others: list[RecordObserver] | None = None,
+    ) -> None:
+        self.trace = trace
+        self.tally = tally
+        self.lifecycle = lifecycle
+        self.others = others or []
+        self.started = time.time()
+        self.started_monotonic = time.monotonic()
+        self.connections: dict[int, Connection] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        """True when anything observes the traffic."""
+        return bool(self.trace or self.tally or self.lifecycle or self.others)
+
+    def make_core(self, config: Config, agent_pid: int | None = None) -> ProxyCore:
+        """A core for a new connection, observed when anything observes."""
+        if not self.active:
+            return ProxyCore(config)
+        with self._lock:
+            self._count += 1
+            number = self._count
+        holder: list[Connection] = []
+
+        def emit(record: Record) -> None:
+            self.observe(holder[0], record)
+
+        core = TracingCore(
+            config,
+            emit=emit,
+            include_content=bool(self.trace and self.trace.include_content),
+        )
+        conn = Connection(number, core, agent_pid, time.time())
+        holder.append(conn)
+        with self._lock:
+            self.connections[number] = conn
+            closed = [n for n, c in self.connections.items() if c.closed is not None]
+            for n in closed[:-KEEP_CLOSED]:
+                del self.connections[n]
+        return core
+
+    def live(self) -> list[Connection]:
+        """Connections whose peers have not both gone, oldest first."""
+        with self._lock:
+            return [c for c in self.connections.values() if c.closed is None]
+
+    def observe(self, conn: Connection, record: Record) -> None:
+        """Hands one record to every observer."""
+        if self.trace is not None:
+            self.trace.write(conn.number, dict(record))
+        if self.tally is not None:
+            self.tally.observe(record)
+        kind = record.get("type")
+        if kind == "message":
+            self._facts(conn, record)
+        elif kind == "closed" and conn.closed is None:
+            conn.closed = record["peer"]
+            if self.lifecycle:
+                log.info(
+                    "connection %d: the %s's side ended%s",
+                    conn.number,
+                    record["peer"],
+                    f": {record['detail']}" if record.get("detail") else "",
+                )
+        for other in self.others:
+            other.observe(conn, record)
+
+    def _facts(self, conn: Connection, record: Record) -> None:
+        """Life-cycle facts of one message record (names kept for ``/status``)."""
+        peer = record.get("peer")
+        if peer is not None:
+            if record["dir"] == "client->agent":
+                conn.client_name = peer
+            else:
+                conn.agent_name = peer
+        if not self.lifecycle:
+            return
+        if record.get("for_method") == "initialize" and record["decision"] == "forwarded":
+            log.info(
+                "connection %d: initialized, protocol version %s; client %s, agent %s",
+                conn.number,
+                record.get("protocolVersion", "?"),
+                _name(conn.client_name),
+                _name(conn.agent_name),
+            )
+        created = record.get("created")
+        if created is not None and record["decision"] == "forwarded":
+            log.info("connection %d: session %s created", conn.number, created)
+        for ev in record.get("events", ()):
+            if ev["event"] == "child_announced":
+                child = conn.core.registry.children.get(ev.get("sessionId", ""))
+                caps = sorted(child.capabilities or ()) if child is not None else []
+                log.info(
+                    "connection %d: child %s announced under %s, grants: %s",
+                    conn.number,
+                    ev.get("sessionId"),
+                    ev.get("parentSessionId"),
+                    ", ".join(caps) or "none",
+                )
+
+
+def _name(value: str | None) -> str:
+    return repr(value) if value is not None else "(unnamed)"
+
+
+_HUB: Hub | None = None
+
+
+def install(hub: Hub | None) -> None:
+    """Makes ``hub`` the one :func:`make_core` uses (``None``: observe nothing)."""
+    global _HUB
+    _HUB = hub
+
+
+def current() -> Hub | None:
+    """The installed hub, if any."""
+    return _HUB
+
+
+def make_core(config: Config, agent_pid: int | None = None) -> ProxyCore:
+    """The core for a new connection: observed by the installed hub, or plain."""
+    hub = _HUB
+    if hub is None:
+        return ProxyCore(config)
+    return hub.make_core(config, agent_pid)

@@ -1,0 +1,68 @@
+"""Builds the observers the configuration asks for, and runs their servers beside a mode.
+
+:func:`open_hub` makes the :class:`~acp_proxy.shell.observe.Hub` (``None`` when
+nothing observes, so the cores stay plain); :func:`alongside` runs a mode with
+the ``--metrics`` server next to it. Another observer (an OpenTelemetry bridge)
+plugs into :class:`~acp_proxy.shell.observe.Hub` as a
+:class:`~acp_proxy.shell.observe.RecordObserver`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from acp_proxy import __version__
+from acp_proxy.config import Config
+from acp_proxy.config.files import check_writable
+from acp_proxy.errors import UsageError
+from acp_proxy.shell.observe import Hub, Tally, current
+from acp_proxy.shell.trace import TraceWriter
+
+__all__ = ["alongside", "open_hub"]
+
+
+def open_hub(cfg: Config, run_id: str, *, lifecycle: bool) -> Hub | None:
+    """The hub for ``cfg``'s ``[trace]`` and ``[telemetry]``, or ``None`` when nothing observes.
+
+    Raises:
+        UsageError: the trace cannot be written.
+    """
+    trace = None
+    if cfg.trace.path:
+        check_writable(cfg.trace.path, "trace file")
+        try:
+            trace = TraceWriter.open(
+                cfg.trace.path,
+                cfg.trace.include_content,
+                {"pid": os.getpid(), "run": run_id, "proxy": __version__},
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot write the trace {cfg.trace.path!r}: {exc.strerror}") from None
+    tally = Tally() if cfg.telemetry.metrics else None
+    hub = Hub(trace=trace, tally=tally, lifecycle=lifecycle)
+    return hub if hub.active else None
+
+
+async def alongside(
+    cfg: Config, runner: tuple[Callable[..., Awaitable[int]], *tuple[Any, ...]]
+) -> int:
+    """Runs ``runner`` (an async function and its arguments) with the metrics server beside it."""
+    func, *args = runner
+    hub = current()
+    async with trio.open_nursery() as nursery:
+        if cfg.telemetry.metrics and hub is not None:
+            from acp_proxy.shell.metrics import serve_metrics
+
+            await nursery.start(serve_metrics, cfg.telemetry.metrics, hub, cfg)
+        status = await func(*args)
+        nursery.cancel_scope.cancel()
+    if hub is not None:
+        for other in hub.others:
+            shutdown = getattr(other, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+    return status

@@ -1,0 +1,186 @@
+"""The tracing core: one record per message with the engine's decision (docs/trace-format.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from support.corekit import (
+    AGENT,
+    CLIENT,
+    announce,
+    assert_accounting,
+    chunk,
+    req,
+    resp,
+    sends,
+    state_update,
+)
+
+from acp_proxy.config import Config, HoldConfig
+from acp_proxy.core.actions import Action
+from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.trace import DECISIONS, TracingCore, redact
+from acp_proxy.core.wire.framing import Lines
+
+
+def traced(config: Config | None = None, content: bool = False) -> tuple[TracingCore, list[Any]]:
+    records: list[Any] = []
+    return TracingCore(config, emit=records.append, include_content=content), records
+
+
+def messages(records: list[Any]) -> list[tuple[Any, ...]]:
+    return [
+        (r["dir"], r["kind"], r["method"], r["decision"]) for r in records if r["type"] == "message"
+    ]
+
+
+def start(core: ProxyCore, now: float = 0.0) -> list[Action]:
+    out = core.receive(
+        CLIENT, req(0, "initialize", {"protocolVersion": 1, "clientInfo": {"name": "zed"}}), now
+    )
+    out += core.receive(
+        AGENT, resp(0, {"protocolVersion": 1, "agentInfo": {"name": "claude"}}), now
+    )
+    out += core.receive(CLIENT, req(1, "session/new", {"cwd": "/", "mcpServers": []}), now)
+    out += core.receive(AGENT, resp(1, {"sessionId": "s1"}), now + 0.25)
+    return out
+
+
+def test_forwarded_requests_and_responses_carry_names_versions_and_durations() -> None:
+    core, records = traced()
+    start(core)
+    assert messages(records) == [
+        ("client->agent", "request", "initialize", "forwarded"),
+        ("agent->client", "response", None, "forwarded"),
+        ("client->agent", "request", "session/new", "forwarded"),
+        ("agent->client", "response", None, "forwarded"),
+    ]
+    init, init_resp, _new, new_resp = records
+    assert init["peer"] == "zed"
+    assert init_resp["peer"] == "claude"
+    assert init_resp["protocolVersion"] == 1
+    assert init_resp["for_method"] == "initialize"
+    assert new_resp["created"] == "s1"
+    assert new_resp["duration"] == 0.25
+    assert new_resp["for_seq"] == 3
+    assert [r["seq"] for r in records] == [1, 2, 3, 4]
+
+
+def test_held_traffic_is_released_after_the_announcement() -> None:
+    core, records = traced()
+    start(core)
+    del records[:]
+    core.receive(AGENT, chunk("kid", "early"), 1.0)
+    core.receive(AGENT, announce("s1", "kid", capabilities={}), 1.5)
+    got = messages(records)
+    assert got == [
+        ("agent->client", "notification", "session/update", "held"),
+        ("agent->client", "notification", "session/update", "forwarded"),
+        ("agent->client", "notification", "session/update", "released"),
+    ]
+    held, ann, released = records
+    assert released["of"] == held["seq"]
+    assert released["session"] == "kid"
+    assert {"child_announced", "released"} <= {e["event"] for e in ann["events"]}
+    assert_accounting(core)
+
+
+def test_refused_mutation_and_dropped_response() -> None:
+    core, records = traced()
+    start(core)
+    core.receive(AGENT, announce("s1", "kid"), 1.0)  # no capabilities: no mutation passes
+    del records[:]
+    out = core.receive(CLIENT, req(7, "session/prompt", {"sessionId": "kid", "prompt": []}), 2.0)
+    assert sends(out, CLIENT)
+    core.receive(AGENT, resp(99, {}), 2.0)  # answers nothing in flight
+    assert messages(records) == [
+        ("client->agent", "request", "session/prompt", "refused"),
+        ("agent->client", "response", None, "dropped"),
+    ]
+    assert records[0]["events"][0]["event"] == "mutation_rejected"
+    assert records[1]["events"][0]["event"] == "unknown_response"
+
+
+def test_duplicate_state_report_is_dropped_and_says_so() -> None:
+    core, records = traced()
+    start(core)
+    core.receive(AGENT, announce("s1", "kid", capabilities={}), 1.0)
+    del records[:]
+    core.receive(AGENT, state_update("kid", "running"), 2.0)
+    core.receive(AGENT, state_update("kid", "running"), 2.0)
+    assert [r["decision"] for r in records] == ["forwarded", "dropped"]
+
+
+def test_expiry_and_close_get_records_of_their_own() -> None:
+    cfg = Config(hold=HoldConfig(timeout_seconds=1.0, on_expire="drop"))
+    core, records = traced(cfg)
+    start(core)
+    core.receive(AGENT, chunk("ghost", "x"), 1.0)
+    core.receive(AGENT, req(50, "session/request_permission", {"sessionId": "ghost2"}), 1.0)
+    core.receive(CLIENT, req(8, "session/prompt", {"sessionId": "s1", "prompt": []}), 1.0)
+    del records[:]
+    core.handle_timer(5.0)
+    assert records[0]["type"] == "timer"
+    assert [(r["kind"], r["decision"]) for r in records[1:]] == [
+        ("notification", "dropped"),
+        ("request", "refused"),
+    ]
+    assert all(r["of"] is not None for r in records[1:])
+    del records[:]
+    core.peer_closed(AGENT, 6.0, "agent exited")
+    closed = {k: v for k, v in records[0].items() if k != "events"}
+    assert closed == {"type": "closed", "t": 6.0, "peer": "agent", "detail": "agent exited"}
+    assert records[1]["type"] == "proxy"
+    assert (records[1]["to"], records[1]["id"], records[1]["for_method"]) == (
+        "client",
+        8,
+        "session/prompt",
+    )
+
+
+def test_a_line_run_gets_one_record_per_line_and_the_same_actions() -> None:
+    plain = ProxyCore()
+    core, records = traced()
+    start(plain)
+    start(core)
+    del records[:]
+    run = Lines(b"\n".join([chunk("s1", "a"), chunk("s1", "b"), chunk("kid", "c")]))
+    joined = b"".join(sends(plain.receive(AGENT, run, 1.0)))
+    assert b"".join(sends(core.receive(AGENT, run, 1.0))).replace(b"\n", b"") == joined.replace(
+        b"\n", b""
+    )
+    assert [r["decision"] for r in records] == ["forwarded", "forwarded", "held"]
+    assert plain.statistics() == core.statistics()
+
+
+def test_every_decision_is_a_documented_one() -> None:
+    core, records = traced()
+    start(core)
+    core.receive(AGENT, chunk("kid", "x"), 1.0)
+    core.receive(AGENT, b"not json", 1.0)
+    core.receive(CLIENT, b"[]", 1.0)
+    assert {r["decision"] for r in records} <= set(DECISIONS)
+    assert [r["decision"] for r in records[-2:]] == ["dropped", "refused"]
+
+
+def test_content_is_redacted_on_the_trace_copy_only() -> None:
+    core, records = traced(content=True)
+    start(core)
+    secret = "sk-ant-" + "a1B2" * 8
+    frame = chunk("s1", f"key {secret} and Authorization: Bearer abc.def-ghi")
+    out = core.receive(AGENT, frame, 1.0)
+    assert sends(out, CLIENT) == [frame]  # forwarded bytes untouched
+    text = records[-1]["content"]
+    assert secret not in text
+    assert "abc.def-ghi" not in text
+    assert json.loads(text)["params"]["sessionId"] == "s1"
+
+
+def test_redact_keeps_json_valid_and_cuts_secret_named_values() -> None:
+    text = json.dumps({"env": {"OPENAI_API_KEY": 'x"y', "token": "t0k"}, "path": "/tmp"})
+    out = json.loads(redact(text))
+    assert out == {"env": {"OPENAI_API_KEY": "[REDACTED]", "token": "[REDACTED]"}, "path": "/tmp"}
+    assert redact("ghp_" + "Z" * 36) == "[REDACTED]"
+    assert redact("AKIAABCDEFGHIJKLMNOP") == "[REDACTED]"
+    assert redact("nothing secret here") == "nothing secret here"
