@@ -516,3 +516,15 @@ def test_vendor_grant_and_read_only_merge_over_the_defaults() -> None:
         "session/prompt": "prompt",
     }
     assert cfg.enforcement.child_read_only == ["session/status", "_x/peek"]
+
+
+@pytest.mark.parametrize("depth", [7, 513, 10_000])
+def test_max_nesting_depth_out_of_range_is_refused_naming_the_bound(depth: int) -> None:
+    """The nesting limit must leave the decoders room at any stack depth: 8 to 512."""
+    with pytest.raises(ConfigError, match=r"limits.max_nesting_depth: must be between 8 and 512"):
+        config_from_dict({"limits": {"max_nesting_depth": depth}})
+
+
+def test_max_nesting_depth_within_range_is_kept() -> None:
+    assert config_from_dict({"limits": {"max_nesting_depth": 8}}).limits.max_nesting_depth == 8
+    assert Config().limits.max_nesting_depth == 512

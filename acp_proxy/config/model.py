@@ -88,6 +88,20 @@ def _positive(_inst: Any, attr: attrs.Attribute[Any], value: float) -> None:
         raise InvalidValue(f"must be > 0, got {describe(value)}", (attr.name,))
 
 
+#: Deepest nesting ``limits.max_nesting_depth`` may allow: the decoders count
+#: nesting against the interpreter's recursion limit (1000) from the caller's
+#: stack depth, so every message within the limit must decode at any depth the
+#: proxy calls them from (a few hundred frames at most).
+MAX_NESTING_DEPTH_CAP = 512
+
+
+def _nesting_depth(_inst: Any, attr: attrs.Attribute[Any], value: int) -> None:
+    if not 8 <= value <= MAX_NESTING_DEPTH_CAP:
+        raise InvalidValue(
+            f"must be between 8 and {MAX_NESTING_DEPTH_CAP}, got {describe(value)}", (attr.name,)
+        )
+
+
 def _non_negative(_inst: Any, attr: attrs.Attribute[Any], value: float) -> None:
     if value < 0:
         raise InvalidValue(f"must be >= 0, got {describe(value)}", (attr.name,))
@@ -208,6 +222,10 @@ class LimitsConfig:
             refused before it is decoded (memory for one message stays near
             twice its size).
         min_bytes_per_value: see ``dense_message_bytes``.
+        max_nesting_depth: a message whose objects and arrays nest deeper than
+            this is refused when it is classified (a request answered ``-32600``
+            with id ``null``, anything else dropped and audited), on every path
+            and at any stack depth (docs/design.md section 2); at most 512.
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
@@ -222,6 +240,7 @@ class LimitsConfig:
     max_pending_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
     dense_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
+    max_nesting_depth: int = attrs.field(default=MAX_NESTING_DEPTH_CAP, validator=_nesting_depth)
 
 
 #: What the hold buffer does with a session's traffic on timeout or overflow.

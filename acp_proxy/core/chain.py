@@ -265,7 +265,12 @@ class ChainAdapter:
             :class:`ToCore` items to feed the core in order, and actions the
             adapter takes itself (answers to bad envelopes, audits).
         """
-        m = parse(raw)
+        limits = self.core.config.limits
+        # an envelope nests its message two levels down (params.message)
+        m = parse(
+            raw, limits.dense_message_bytes, limits.min_bytes_per_value,
+            limits.max_nesting_depth + 2,
+        )  # fmt: skip
         out: list[ToCore | Action] = []
         if m.kind is Kind.BATCH:  # ACP uses no batches: the core refuses it whole
             out.append(ToCore(Peer.CLIENT, m.raw))

@@ -241,7 +241,7 @@ class TracingCore(ProxyCore):
         self.seq += 1
         rec: Record = {"type": "message", "seq": self.seq, "t": now, "dir": source.direction}
         if isinstance(item, bytes):
-            m = parse(item, self._dense_bytes, self._min_value_bytes)
+            m = parse(item, self._dense_bytes, self._min_value_bytes, self._max_depth)
             rec.update(kind=_KIND_NAMES[m.kind], id=m.id, method=m.method)
             sid = m.session_id if m.kind is not Kind.BATCH else None
             rec["session"] = sid if type(sid) is str else None
@@ -363,7 +363,7 @@ class TracingCore(ProxyCore):
             of = seqs.pop(0) if seqs else None
             if seqs == []:
                 del self._held_seqs[raw]
-            m = parse(raw, self._dense_bytes, self._min_value_bytes)
+            m = parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth)
             decision = "dropped"
             for i, (to, data) in enumerate(remaining):
                 if to is Peer.CLIENT and data == raw:

@@ -357,8 +357,17 @@ async def test_agent_response_to_unknown_id_is_dropped(tmp_path: Path) -> None:
         ),
         pytest.param(
             b"[" * 100_000 + b"]" * 100_000 + b"\n",
-            None,  # -32700: nesting too deep to decode
+            _error(
+                None, -32600, "acp-proxy: nested deeper than 512 levels (limits.max_nesting_depth)"
+            ),
             id="deeply-nested",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":3,"method":"x","params":' + b"[" * 600 + b"]" * 600 + b"}\n",
+            _error(
+                None, -32600, "acp-proxy: nested deeper than 512 levels (limits.max_nesting_depth)"
+            ),
+            id="nested-past-the-limit",
         ),
         pytest.param(
             b"[]\n",

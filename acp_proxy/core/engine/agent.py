@@ -22,13 +22,12 @@ from acp_proxy.core.session.patch import UNSET
 from acp_proxy.core.session.registry import MAX_DEPTH, Registry, UpdateOutcome
 from acp_proxy.core.session.schema import PATCH_FIELDS, view_subagent_update
 from acp_proxy.core.session.size import footprint
-from acp_proxy.core.wire.guard import nested_deeper_than
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
 from acp_proxy.core.wire.passthrough import CANCEL_REQUEST, REFERENCE_LISTS, UPDATE_RULES
 from acp_proxy.core.wire.views import VIEW_KEY
 
-__all__ = ["CANCEL_REQUEST", "MAX_HELD_NESTING", "AgentDirection"]
+__all__ = ["CANCEL_REQUEST", "AgentDirection"]
 
 _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
@@ -42,12 +41,6 @@ _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
 
 #: Updates a v1 client must have opted into (``clientCapabilities.subagents``).
 _SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
-
-#: Deepest nesting of a message that may be held. Held messages keep only their
-#: bytes and are parsed again on release, further down the stack than where they
-#: arrived; this bound keeps that second parse (and everything after it) far from
-#: the recursion limit, so release gives the verdict arrival would have.
-MAX_HELD_NESTING = 200
 
 
 class AgentDirection:
@@ -218,19 +211,11 @@ class AgentDirection:
             if m is None:
                 stack.pop()
                 continue
-            open_before = self.ledger.unsettled(self.hold.total_messages)
-            try:
-                sid = self.unknown_session(m)
-                if sid is not None:
-                    self._hold(sid, m, now, out, stack)
-                    continue
-                released = self.deliver(m, now, out)
-            except RecursionError:
-                # Defense in depth, per message: the ones it released or that
-                # follow it are still delivered.
-                if self.ledger.unsettled(self.hold.total_messages) >= open_before:
-                    self.refuse(m, out, "nested too deeply to inspect")
+            sid = self.unknown_session(m)
+            if sid is not None:
+                self._hold(sid, m, now, out, stack)
                 continue
+            released = self.deliver(m, now, out)
             if released:
                 stack.append(iter(released))
 
@@ -268,9 +253,6 @@ class AgentDirection:
     def _hold(
         self, sid: str, m: Message, now: float, out: list[Action], stack: list[Iterator[Message]]
     ) -> None:
-        if nested_deeper_than(m.body, MAX_HELD_NESTING):
-            self.refuse(m, out, f"nested deeper than {MAX_HELD_NESTING} levels, too deep to hold")
-            return
         first = sid not in self.hold
         evicted = self.hold.hold(sid, m, now)
         if first and sid in self.hold:

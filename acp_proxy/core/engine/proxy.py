@@ -108,6 +108,7 @@ class ProxyCore:
         self._known = self.registry.known  # the same set, one attribute lookup less
         self._dense_bytes = limits.dense_message_bytes
         self._min_value_bytes = limits.min_bytes_per_value
+        self._max_depth = limits.max_nesting_depth
         self._max_sid = limits.max_session_id_bytes
         self.hold = HoldBuffer(config.hold, self._reparse)
         self.dedup = StateDedup(limits.max_dedup_bytes)
@@ -148,7 +149,7 @@ class ProxyCore:
 
     def _reparse(self, raw: bytes) -> Message:
         """:func:`~acp_proxy.core.wire.jsonrpc.parse` with this connection's limits."""
-        return parse(raw, self._dense_bytes, self._min_value_bytes)
+        return parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth)
 
     # ----------------------------------------------------------------- API
 
@@ -208,42 +209,51 @@ class ProxyCore:
             out.extend(self._frames(source, run, now))
         return out
 
-    # Every whole-frame decoder (parse, canonical, envelope_run, plain_run) is
-    # called exactly two Python frames below the public entry point (receive ->
-    # worker -> decoder). msgspec and json count nesting against the recursion
-    # limit from the caller's depth: equal depths give a frame nested near that
-    # limit the same verdict whichever path (and read boundaries) it comes
-    # through. Held messages are parsed again on release, deeper; only messages
-    # nested at most agent.MAX_HELD_NESTING deep are held, far from the limit.
+    # Nesting: every decoder path refuses a frame nested deeper than
+    # limits.max_nesting_depth (parse, canonical, envelope_run, plain_run: the
+    # decoded value walked, a decoder out of stack, or the bytes scanned), so a
+    # verdict never depends on how deep the call stack is; the limit (at most
+    # 512) leaves the decoders room at any stack depth the shell calls from.
 
     def _frame(self, source: Peer, raw: bytes, now: float) -> list[Action]:
-        return self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
+        return self._message(
+            source, parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth), now
+        )
 
     def _frames(self, source: Peer, frames: list[bytes], now: float) -> list[Action]:
         out: list[Action] = []
         if source is not _AGENT:
             for raw in frames:
                 out.extend(
-                    self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
+                    self._message(
+                        source,
+                        parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth),
+                        now,
+                    )
                 )
             return out
         known = self._known
         dense = self._dense_bytes
+        depth = self._max_depth
         for raw in frames:
-            if uninspected(canonical(raw, dense), known):
+            if uninspected(canonical(raw, dense, depth), known):
                 out.extend(self._forward_fast(raw))
             else:
                 out.extend(
-                    self._message(source, parse(raw, self._dense_bytes, self._min_value_bytes), now)
+                    self._message(
+                        source,
+                        parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth),
+                        now,
+                    )
                 )
         return out
 
     def _run(self, data: bytes, now: float) -> list[Action] | None:
         """An agent run decoded at once, or ``None`` when it cannot be (one item per line)."""
-        items: list[Any] | None = envelope_run(data)
+        items: list[Any] | None = envelope_run(data, self._max_depth)
         check: Callable[[Any, Collection[str]], bool] = envelope_uninspected
         if items is None:
-            items = plain_run(data)
+            items = plain_run(data, self._max_depth)
             check = uninspected
             if items is None:
                 return None
@@ -260,7 +270,9 @@ class ProxyCore:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
             out.extend(
                 self._message(
-                    _AGENT, parse(frames[j], self._dense_bytes, self._min_value_bytes), now
+                    _AGENT,
+                    parse(frames[j], self._dense_bytes, self._min_value_bytes, self._max_depth),
+                    now,
                 )
             )
             start = j + 1
@@ -498,36 +510,16 @@ class ProxyCore:
 
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
         self.n.accepted += 1
-        ledger = self.ledger
-        held = self.hold
-        open_before = ledger.unsettled(held.total_messages)
-        try:
-            if m.kind is _INVALID:
-                self._invalid(source, m, out)
-            elif m.params is not None and self._bad_session_id(m.params):
-                self._too_long(source, m, out)
-            elif m.ambiguous:
-                self._ambiguous(source, m, out)
-            elif source is _CLIENT:
-                self.client.handle(m, now, out)
-            else:
-                self.agent.handle(m, now, out)
-        except RecursionError:
-            # Defense in depth: every step is meant to cope with any nesting the
-            # decoder accepted; if one does not, the message is refused, not the proxy.
-            if ledger.unsettled(held.total_messages) < open_before:
-                return  # it was already forwarded, answered, dropped or held
-            reason = "nested too deeply to inspect"
-            if source is _AGENT:
-                self.agent.refuse(m, out, reason)  # answers an agent request in flight
-                return
-            out.append(Report("warning", f"client sent a message {reason}, refused"))
-            if m.kind is _REQUEST:
-                self.inflight.pop(_CLIENT, m.id)  # it never reaches the agent
-                ledger.audit(out, "invalid_message", source, id=m.id, reason=reason)
-                ledger.answer(out, _CLIENT, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
-            else:
-                ledger.drop(out, m, source, "invalid_message", reason)
+        if m.kind is _INVALID:
+            self._invalid(source, m, out)
+        elif m.params is not None and self._bad_session_id(m.params):
+            self._too_long(source, m, out)
+        elif m.ambiguous:
+            self._ambiguous(source, m, out)
+        elif source is _CLIENT:
+            self.client.handle(m, now, out)
+        else:
+            self.agent.handle(m, now, out)
 
     def _invalid(self, source: Peer, m: Message, out: list[Action]) -> None:
         """A frame that is not valid JSON-RPC: a client's is answered, an agent's dropped."""

@@ -49,14 +49,16 @@ from acp_proxy.core.wire.guard import (
     lone_surrogate_at_decision_level,
     maybe_duplicated,
     misread,
+    nested_deeper_than,
     strict_loads,
 )
-from acp_proxy.core.wire.views import TooDense, decode_view, strict_utf8
+from acp_proxy.core.wire.views import TooDense, decode_view, nesting_exceeds, strict_utf8
 
 __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "MAX_NESTING_DEPTH",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "REQUEST_CANCELLED",
@@ -69,6 +71,7 @@ __all__ = [
     "error_frame",
     "exact_body",
     "parse",
+    "too_deep",
 ]
 
 PARSE_ERROR = -32700
@@ -325,6 +328,22 @@ _MISSING: Any = object()
 #: decode (``limits.dense_message_bytes``). Up to it, a frame is decoded whole:
 #: its tree costs at most ~15 times its size.
 DENSE_CHECK_BYTES = 1024 * 1024
+#: Default ``limits.max_nesting_depth``: a message nesting objects and arrays
+#: deeper is refused (:func:`too_deep`).
+MAX_NESTING_DEPTH = 512
+
+
+def too_deep(raw: bytes, max_depth: int) -> Message:
+    """The verdict on a frame nested deeper than ``max_depth``: ``INVALID``, no id read.
+
+    The same whichever way it was found (the decoded value walked, a decoder
+    out of stack, the bytes scanned), so it never depends on the call stack.
+    """
+    m = Message(raw, _INVALID, None)
+    m.reason = f"nested deeper than {max_depth} levels (limits.max_nesting_depth)"
+    return m
+
+
 #: Fewest bytes per JSON value, on average, that a frame over
 #: :data:`DENSE_CHECK_BYTES` must have (``limits.min_bytes_per_value``). A
 #: decoded JSON value costs a Python object of ~56-180 bytes, so this keeps
@@ -347,6 +366,7 @@ def parse(
     raw: bytes,
     dense_bytes: int = DENSE_CHECK_BYTES,
     min_bytes_per_value: int = MIN_BYTES_PER_VALUE,
+    max_depth: int = MAX_NESTING_DEPTH,
 ) -> Message:
     """Decodes and classifies one frame.
 
@@ -354,6 +374,10 @@ def parse(
         raw: one frame, without its line ending.
         dense_bytes: frames longer than this are measured by :func:`too_dense` first.
         min_bytes_per_value: the density bound of :func:`too_dense`.
+        max_depth: ``limits.max_nesting_depth``: a frame up to ``dense_bytes``
+            whose objects and arrays nest deeper is :func:`too_deep`, found the
+            same way at any stack depth (the decoders must be called with at
+            least ``max_depth`` + a few levels of recursion left).
 
     Returns:
         A :class:`Message`. Bad input gives ``Kind.INVALID`` (with
@@ -365,29 +389,39 @@ def parse(
         never raises.
     """
     if len(raw) > dense_bytes:
-        return _parse_large(raw, dense_bytes, min_bytes_per_value)
+        return _parse_large(raw, dense_bytes, min_bytes_per_value, max_depth)
     try:
         body = _fast_loads(raw)
-    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
-        return _parse_strict(raw)
+    except RecursionError:
+        return too_deep(raw, max_depth)
+    except msgspec.DecodeError:  # ValidationError is a DecodeError
+        return _parse_strict(raw, max_depth)
+    if len(raw) >= 2 * (max_depth + 1) and nested_deeper_than(body, max_depth):
+        return too_deep(raw, max_depth)
     if isinstance(body, list):
-        return _parse_strict(raw)  # batch elements are re-serialized: detect their duplicates
+        return _parse_strict(raw, max_depth)  # batch elements re-serialized: find duplicates
     # A frame that is exactly the compact encoding of what it decodes to cannot
     # repeat a key (the encoder writes each key of a dict once) nor escape one:
     # the common case (the SDKs write compact JSON) skips the slower guard.
     if _fast_dumps(body) != raw and maybe_duplicated(raw):
-        return _parse_strict(raw)
+        return _parse_strict(raw, max_depth)
     return classify(raw, body)
 
 
-def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int) -> Message:
+def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_depth: int) -> Message:
     """:func:`parse` for a frame over ``dense_bytes``: a view, never the whole tree.
 
     A JSON array is a batch, refused whole without reading its elements; a
     scalar is invalid; an object is read through :func:`~acp_proxy.core.wire.views.decode_view`.
     A frame msgspec cannot decode (invalid JSON, a lone surrogate escape in a
     string it reads) is a parse error here: the standard library, which would
-    build the whole tree, is never used on a large frame.
+    build the whole tree, is never used on a large frame. Nesting is checked
+    on what the view decodes (the decision members); a member the view leaves
+    undecoded is forwarded as bytes and never nests anything the proxy reads.
+    A frame that is both invalid and too deep for the decoders inside a
+    decision member is refused either as not valid JSON or as too deep,
+    depending on which the decoder meets first (both refuse it; the bytes are
+    not scanned, which would cost time per byte on every large frame).
     """
     if not strict_utf8(raw):
         m = Message(raw, _INVALID, None)
@@ -409,7 +443,9 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int) -> Mess
         return m
     try:
         body, reason = decode_view(raw, min_bytes_per_value)
-    except (msgspec.DecodeError, RecursionError) as exc:
+    except RecursionError:
+        return too_deep(raw, max_depth)
+    except msgspec.DecodeError as exc:
         m = Message(raw, _INVALID, None)
         m.parse_error = True
         m.reason = f"not valid JSON: {_short(str(exc))}"
@@ -418,6 +454,8 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int) -> Mess
         m = Message(raw, _INVALID, None)
         m.reason = dense_reason(dense_bytes, min_bytes_per_value)
         return m
+    if nested_deeper_than(body, max_depth):  # what the view decoded
+        return too_deep(raw, max_depth)
     m = classify(raw, body)
     if reason is not None and m.kind is not _INVALID:
         m.ambiguous = True
@@ -431,7 +469,9 @@ _FIRST = re.compile(rb"[ \t\r\n]*")
 _LONG_NUMBER = re.compile(rb"[\[:,][ \t\r\n]*-?[0-9]{4301}")
 
 
-def canonical(raw: bytes, dense_bytes: int = DENSE_CHECK_BYTES) -> Any:
+def canonical(
+    raw: bytes, dense_bytes: int = DENSE_CHECK_BYTES, max_depth: int = MAX_NESTING_DEPTH
+) -> Any:
     """The decoded value of ``raw`` when the frame is exactly canonical JSON, else ``None``.
 
     Canonical: ``raw`` is the compact encoding of its decoded value, so it
@@ -439,7 +479,8 @@ def canonical(raw: bytes, dense_bytes: int = DENSE_CHECK_BYTES) -> Any:
     reads it the same way (the parser-differential guard of :func:`parse`,
     in one decode and one encode). ``None`` means "use :func:`parse`", never
     "invalid" (a canonical ``null`` frame also gives ``None``, and so does a
-    frame over ``dense_bytes``, which :func:`parse` measures first).
+    frame over ``dense_bytes``, which :func:`parse` measures first, and a
+    frame nested deeper than ``max_depth``, which :func:`parse` refuses).
     """
     if len(raw) > dense_bytes:
         return None
@@ -447,19 +488,27 @@ def canonical(raw: bytes, dense_bytes: int = DENSE_CHECK_BYTES) -> Any:
         body = _fast_loads(raw)
     except (msgspec.DecodeError, RecursionError):
         return None
+    if len(raw) >= 2 * (max_depth + 1) and nested_deeper_than(body, max_depth):
+        return None
     return body if _fast_dumps(body) == raw else None
 
 
-def _parse_strict(raw: bytes) -> Message:
+def _parse_strict(raw: bytes, max_depth: int) -> Message:
     """:func:`parse` with the standard library, detecting duplicate keys."""
     body: Any
     try:
         body = strict_loads(raw)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        return too_deep(raw, max_depth)
+    except ValueError as exc:
+        if nesting_exceeds(raw, max_depth):  # deep and invalid: as deep, at any stack depth
+            return too_deep(raw, max_depth)
         m = Message(raw, _INVALID, None)
         m.parse_error = True
         m.reason = f"not valid JSON: {_short(str(exc))}"
         return m
+    if len(raw) >= 2 * (max_depth + 1) and nested_deeper_than(body, max_depth):
+        return too_deep(raw, max_depth)
     if isinstance(body, dict) and ambiguous(body):
         m = classify(raw, body)  # refused anyway; its body tells which keys repeat
         m.ambiguous = True

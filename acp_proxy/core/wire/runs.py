@@ -30,6 +30,9 @@ from typing import Any
 
 import msgspec
 
+from acp_proxy.core.wire.guard import nested_deeper_than
+from acp_proxy.core.wire.jsonrpc import MAX_NESTING_DEPTH
+
 __all__ = ["Envelope", "EnvelopeParams", "envelope_run", "plain_run", "update_kind"]
 
 
@@ -77,7 +80,7 @@ def _same_bytes(encoded: bytes, data: bytes) -> bool:
     return len(encoded) == len(data) + 1 and encoded.startswith(data)
 
 
-def envelope_run(data: bytes) -> list[Envelope] | None:
+def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelope] | None:
     """The envelopes of ``data`` when every line is one, written exactly as re-encoded.
 
     Valid UTF-8 is checked for the whole run first: msgspec skips raw values
@@ -101,32 +104,35 @@ def envelope_run(data: bytes) -> list[Envelope] | None:
         return None
     if not _same_bytes(_encode_lines(envelopes), data):
         return None
-    # Raw values are skipped without converting numbers: one long enough to
-    # hold an integer past Python's digit limit must pass the full decoder,
-    # as it would on the frame-by-frame path (which refuses such a number).
-    long_value = sys.get_int_max_str_digits() or 1 << 62  # 0 means no limit
+    # Raw values are skipped without converting numbers or measuring nesting:
+    # one long enough to hold an integer past Python's digit limit, or to nest
+    # deeper than a member may (it sits three levels down), must pass the full
+    # decoder, as it would on the frame-by-frame path (which refuses both).
+    inner = max_depth - 3
+    long_value = min(sys.get_int_max_str_digits() or 1 << 62, 2 * (inner + 1) - 1)
     for env in envelopes:
         params = env.params
         meta = params.meta
         if type(meta) is dict:
             for value in meta.values():
-                if len(value) > long_value and not _decodes(value):
+                if len(value) > long_value and not _fits(value, inner):
                     return None
         for value in params.update.values():
-            if len(value) > long_value and not _decodes(value):
+            if len(value) > long_value and not _fits(value, inner):
                 return None
     return envelopes
 
 
-def _decodes(value: msgspec.Raw) -> bool:
+def _fits(value: msgspec.Raw, max_depth: int) -> bool:
+    """The raw value decodes, nested at most ``max_depth`` deep."""
     try:
-        _decode(value)
+        decoded = _decode(value)
     except (msgspec.DecodeError, RecursionError):
         return False
-    return True
+    return not nested_deeper_than(decoded, max_depth)
 
 
-def plain_run(data: bytes) -> list[Any] | None:
+def plain_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Any] | None:
     """The decoded lines of ``data`` when every one is exactly canonical JSON.
 
     Canonical: each line is the compact encoding of its decoded value, so no
@@ -137,13 +143,21 @@ def plain_run(data: bytes) -> list[Any] | None:
         data: lines joined by ``b"\\n"``, without the last newline.
 
     Returns:
-        One value per line, in order, or ``None``.
+        One value per line, in order, or ``None`` (also when a line nests
+        deeper than ``max_depth``: :func:`~acp_proxy.core.wire.jsonrpc.parse` refuses it).
     """
     try:
         bodies: list[Any] = _decode_lines(data)
     except (msgspec.DecodeError, RecursionError):
         return None
-    return bodies if _same_bytes(_encode_lines(bodies), data) else None
+    if not _same_bytes(_encode_lines(bodies), data):
+        return None
+    shallow = 2 * (max_depth + 1)  # a shorter line cannot nest deeper
+    if len(data) >= shallow:
+        for line, body in zip(data.split(b"\n"), bodies, strict=True):
+            if len(line) >= shallow and nested_deeper_than(body, max_depth):
+                return None
+    return bodies
 
 
 _KINDS: dict[bytes, str | None] = {}

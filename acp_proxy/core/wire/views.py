@@ -40,6 +40,7 @@ __all__ = [
     "VIEW_KEY",
     "TooDense",
     "decode_view",
+    "nesting_exceeds",
     "strict_utf8",
     "too_dense",
 ]
@@ -89,6 +90,31 @@ DUPLICATE_REASON = (
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 #: A JSON string (escapes included) or one structural character (also used by jsonscan).
 TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
+_NESTING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]', re.DOTALL)
+
+
+def nesting_exceeds(raw: bytes, limit: int) -> bool:
+    """True when objects and arrays in ``raw`` open more than ``limit`` deep.
+
+    A function of the bytes alone, valid JSON or not: the running count of
+    ``{`` / ``[`` minus ``}`` / ``]`` outside strings. For valid JSON it is the
+    nesting of the decoded value. One pass over the brackets and strings (a
+    regular expression skips each string); only frames that failed to decode
+    are scanned this way, so that a frame too deep for the decoders and one
+    that is deep *and* invalid get the same verdict at any stack depth.
+    """
+    if len(raw) < 2 * (limit + 1):
+        return False  # each level costs two bytes at least
+    depth = 0
+    for tok in _NESTING.finditer(raw):
+        c = tok.group()
+        if c == b"{" or c == b"[":
+            depth += 1
+            if depth > limit:
+                return True
+        elif c == b"}" or c == b"]":
+            depth -= 1
+    return False
 
 
 def _level_dups(data: bytes, keys: frozenset[str]) -> bool:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import Any
 
+import pytest
 from support.corekit import (
     AGENT,
     CLIENT,
@@ -19,14 +19,14 @@ from support.corekit import (
     notif,
     one_send_per_message,
     open_session,
-    reports,
     req,
     sends,
     update,
 )
 
+from acp_proxy.config import Config, LimitsConfig
+from acp_proxy.core.actions import Send
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.engine.agent import MAX_HELD_NESTING
 from acp_proxy.core.wire.framing import Lines
 
 
@@ -128,10 +128,10 @@ def _at_stack_depth(extra_frames: int, call: Any) -> Any:
 
 
 def test_deeply_nested_state_reports_are_compared_without_recursion() -> None:
-    """Two state reports nested 900 deep: the second is a duplicate, the core never raises."""
+    """Two state reports nested near the limit: the second is a duplicate, the core never raises."""
     core = ProxyCore()
     open_session(core, "S")
-    deep = _nested(900)
+    deep = _nested(500)
     raw = (
         '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":'
         f'{{"sessionUpdate":"state_update","state":{{"state":"running","x":{deep}}}}}}}}}'
@@ -172,145 +172,106 @@ def test_deep_batch_elements_and_meta_never_crash_the_core_at_any_stack_depth() 
         assert_accounting(core)
 
 
-def test_a_recursion_error_inside_the_engine_refuses_the_message(monkeypatch: Any) -> None:
-    """Defense in depth: a step that runs out of stack costs one message, not the proxy."""
-    core = ProxyCore()
-    open_session(core, "S")
-
-    def too_deep(*args: Any) -> None:
-        raise RecursionError("maximum recursion depth exceeded")
-
-    monkeypatch.setattr(core.client, "handle", too_deep)
-    monkeypatch.setattr(core.agent, "handle", too_deep)
-    out = core.receive(CLIENT, req(7, "session/prompt", {"sessionId": "S", "prompt": []}), 0.0)
-    [answer] = sends(out, CLIENT)
-    assert decoded(answer)["id"] == 7
-    assert "nested too deeply" in decoded(answer)["error"]["message"]
-    out = core.receive(AGENT, req(8, "fs/read_text_file", {"sessionId": "S"}), 0.0)
-    assert sends(out) == []
-    assert [a.event for a in audits(out)] == ["invalid_message"]
-    assert_accounting(core)
-
-
-def test_a_frame_nested_near_the_limit_gets_one_verdict_on_every_path() -> None:
-    """Whatever path and neighbours a deep frame comes with, its verdict is the same.
-
-    The decoders count nesting from the caller's stack depth: every path must
-    call them at the same depth, or a frame nested near the limit would be
-    forwarded on one path and refused on another (found by a hostile review).
-    """
-    other = update("S", {"sessionUpdate": "agent_message_chunk"})
-    spaced = b'{"jsonrpc": "2.0", "method": "n"}'
-    for extra in (0, 37):
-        for depth in range(850, 1000):
-            deep = _nested(depth)
-            for frame in (
-                update("S", {"sessionUpdate": "x"})[:-2] + f',"c":{deep}}}}}'.encode(),
-                update("U", {"sessionUpdate": "x"})[:-2] + f',"c":{deep}}}}}'.encode(),
-                update("S", {"sessionUpdate": "x"})[:-3] + f',"c":{deep}}}}}}}'.encode(),
-                f'{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{deep}}}}}'.encode(),
-            ):
-                for data in (frame, frame + b"\n" + other, frame + b"\n" + spaced):
-                    lines = Lines(data)
-
-                    def per_frame(core: ProxyCore, lines: Lines = lines) -> list[Any]:
-                        out = []  # a loop, not a comprehension (its own stack frame)
-                        for f in lines.frames():
-                            out.extend(core.receive(AGENT, f, 0.0))
-                        return out
-
-                    results = []
-                    for path in (
-                        per_frame,
-                        lambda c, lines=lines: c.receive(AGENT, lines.frames(), 0.0),
-                        lambda c, lines=lines: c.receive(AGENT, lines, 0.0),
-                    ):
-                        core = ProxyCore()
-                        open_session(core, "S")
-                        out = _at_stack_depth(extra, partial(path, core))
-                        results.append((one_send_per_message(out), core.statistics()))
-                    assert results[1] == results[0], (extra, depth, data[:60])
-                    assert results[2] == results[0], (extra, depth, data[:60])
-
-
 def _deep_chunk(session_id: str, depth: int) -> bytes:
     """A session/update nesting ``depth`` levels in all (top, params and update count 3)."""
     inner = _nested(depth - 3)
     return update(session_id, {"sessionUpdate": "x"})[:-3] + f',"c":{inner}}}}}}}'.encode()
 
 
-def test_only_messages_nested_at_most_the_hold_bound_are_held() -> None:
-    """Held traffic is parsed again on release, deeper: deeper messages are refused up front."""
-    core = ProxyCore()
-    open_session(core, "P")
-    at_bound = _deep_chunk("K", MAX_HELD_NESTING)
-    too_deep = _deep_chunk("K", MAX_HELD_NESTING + 1)
-    request = req(9, "fs/read_text_file", {"sessionId": "K", "x": json.loads(_nested(300))})
-    assert events(core.receive(AGENT, at_bound, 0.0)) == ["held"]
-    out = core.receive(AGENT, too_deep, 0.0)
-    assert sends(out) == []
-    assert [r.text for r in reports(out)] == [
-        "agent sent a message nested deeper than 200 levels, too deep to hold, refused"
+LIMIT = 512  # limits.max_nesting_depth by default
+
+
+def _frames_nested(depth: int) -> list[bytes]:
+    """Agent frames whose nesting is exactly ``depth``, in the shapes each decoder path takes."""
+    return [
+        _deep_chunk("S", depth),  # an envelope (a run member three levels down)
+        _deep_chunk("U", depth),  # held: an unknown session
+        update("S", {"sessionUpdate": "x"})[:-2] + f',"c":{_nested(depth - 2)}}}}}'.encode(),
+        f'{{"jsonrpc":"2.0","method":"n","params":{{"a":{_nested(depth - 2)}}}}}'.encode(),
+        f'{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{_nested(depth - 2)}}}}}'.encode(),
+        f'{{"jsonrpc": "2.0", "method": "n", "params": {{"a": {_nested(depth - 2)}}}}}'.encode(),
     ]
+
+
+def _verdicts(data: bytes, extra: int) -> list[Any]:
+    """(sends, statistics) of ``data`` (lines) on every entry path, ``extra`` frames deep."""
+    lines = Lines(data)
+
+    def per_frame(core: ProxyCore) -> list[Any]:
+        out = []
+        for f in lines.frames():
+            out.extend(core.receive(AGENT, f, 0.0))
+        return out
+
+    results = []
+    for path in (
+        per_frame,
+        lambda c: c.receive(AGENT, lines.frames(), 0.0),
+        lambda c: c.receive(AGENT, lines, 0.0),
+    ):
+        core = ProxyCore()
+        open_session(core, "S")
+        out = _at_stack_depth(extra, partial(path, core))
+        results.append((one_send_per_message(out), core.statistics(), events(out)))
+    return results
+
+
+@pytest.mark.parametrize("extra", [0, 150, 300])
+def test_nesting_limit_verdicts_never_depend_on_the_path_or_the_stack(extra: int) -> None:
+    """limits.max_nesting_depth, not the call stack, decides: a frame nested exactly the
+    limit passes, one level more is refused, and the same on every path, alone or in a
+    run, whatever the stack depth the shell calls from (was: stack-depth arithmetic)."""
+    other = update("S", {"sessionUpdate": "agent_message_chunk"})
+    for depth in (LIMIT, LIMIT + 1, 700, 990, 5000):
+        for frame in _frames_nested(depth):
+            for data in (frame, frame + b"\n" + other):
+                results = _verdicts(data, extra)
+                assert results[1] == results[0], (extra, depth, data[:60])
+                assert results[2] == results[0], (extra, depth, data[:60])
+                sends_, stats, evs = results[0]
+                if depth == LIMIT:
+                    assert stats.invalid == 0, (depth, data[:60])
+                else:
+                    assert stats.invalid == 1, (depth, data[:60])
+                    assert "invalid_message" in evs
+                    assert frame not in sends_
+
+
+@pytest.mark.parametrize("extra", [0, 300])
+def test_a_client_request_nested_too_deep_gets_one_answer_at_any_depth(extra: int) -> None:
+    """Found by decoding, by a decoder out of stack, or by scanning invalid bytes: the same
+    answer (-32600, id null, naming the limit)."""
+    answers = set()
+    for depth in (LIMIT + 1, 980, 3000):
+        deep = _nested(depth - 2)
+        for frame in (
+            f'{{"jsonrpc":"2.0","id":7,"method":"x","params":{{"a":{deep}}}}}'.encode(),
+            f'{{"jsonrpc":"2.0","id":7,"method":"x","params":{{"a":{deep[:-1]}}}}}'.encode(),
+        ):
+            core = ProxyCore()
+            out = _at_stack_depth(extra, partial(core.receive, CLIENT, frame, 0.0))
+            [answer] = sends(out, CLIENT)
+            err = decoded(answer)
+            assert err["id"] is None
+            assert err["error"]["code"] == -32600
+            answers.add(err["error"]["message"])
+            assert_accounting(core)
+    assert answers == {"acp-proxy: nested deeper than 512 levels (limits.max_nesting_depth)"}
+
+
+def test_a_lower_limit_applies_to_runs_and_held_messages() -> None:
+    """max_nesting_depth from the config: a run member nested one level over it sends the
+    run down the per-line path, which refuses that line only; held traffic within the
+    limit is released intact."""
+    core = ProxyCore(Config(limits=LimitsConfig(max_nesting_depth=16)))
+    open_session(core, "P")
+    ok, deep = _deep_chunk("P", 16), _deep_chunk("P", 17)
+    chunk_ = update("P", {"sessionUpdate": "agent_message_chunk"})
+    out = core.receive(AGENT, Lines(b"\n".join([chunk_, deep, ok])), 0.0)
+    assert [a.data for a in one_send_per_message(out) if isinstance(a, Send)] == [chunk_, ok]
     assert events(out) == ["invalid_message"]
-    out = core.receive(AGENT, request, 0.0)
-    [answer] = sends(out, AGENT)
-    assert decoded(answer)["id"] == 9
-    assert events(out) == ["request_dropped"]
-    assert core.pending_requests(AGENT) == 0
+    held = _deep_chunk("K", 16)
+    assert events(core.receive(AGENT, held, 0.0)) == ["held"]
     out = core.receive(AGENT, announce("P", "K"), 0.0)
-    assert sends(out, CLIENT)[1:] == [at_bound]  # released intact, right after
-    assert_accounting(core)
-
-
-def test_a_recursion_error_while_releasing_costs_only_that_message(monkeypatch: Any) -> None:
-    """The announcement and the other released messages still go out, counted once."""
-    core = ProxyCore()
-    open_session(core, "S")
-    held = [announce("G", "H"), chunk("G", "a"), chunk("G", "b")]
-    for frame in held:
-        core.receive(AGENT, frame, 0.0)
-    apply = core.registry.apply
-
-    def apply_or_fail(parent: str, view: Any, now: float) -> Any:
-        if view.session_id == "H":
-            raise RecursionError("maximum recursion depth exceeded")
-        return apply(parent, view, now)
-
-    monkeypatch.setattr(core.registry, "apply", apply_or_fail)
-    release = announce("S", "G")
-    out = core.receive(AGENT, release, 0.0)
-    assert sends(out, CLIENT) == [release, held[1], held[2]]
-    assert events(out).count("invalid_message") == 1
-    assert_accounting(core)
-
-
-def test_a_recursion_error_after_tracking_answers_and_forgets_the_request(
-    monkeypatch: Any,
-) -> None:
-    """A request refused by the net is answered once and no longer counted in flight."""
-    core = ProxyCore()
-    open_session(core, "S")
-
-    def fail_after_tracking(m: Any, now: float, out: list[Any]) -> None:
-        core.ledger.track(AGENT, m, out)
-        raise RecursionError("maximum recursion depth exceeded")
-
-    monkeypatch.setattr(core.agent, "handle", fail_after_tracking)
-    out = core.receive(AGENT, req(8, "fs/read_text_file", {"sessionId": "S"}), 0.0)
-    [answer] = sends(out, AGENT)
-    assert decoded(answer)["id"] == 8
-    assert events(out) == ["request_dropped"]
-    assert core.pending_requests(AGENT) == 0
-
-    def client_fails_after_tracking(m: Any, now: float, out: list[Any]) -> None:
-        core.ledger.track(CLIENT, m, out)
-        raise RecursionError("maximum recursion depth exceeded")
-
-    monkeypatch.setattr(core.client, "handle", client_fails_after_tracking)
-    out = core.receive(CLIENT, req(9, "session/prompt", {"sessionId": "S", "prompt": []}), 0.0)
-    [answer] = sends(out, CLIENT)
-    assert decoded(answer)["id"] == 9
-    assert core.pending_requests(CLIENT) == 0
-    assert sends(core.peer_closed(AGENT, 1.0, "agent exited"), CLIENT) == []  # no second answer
+    assert sends(out, CLIENT)[1:] == [held]
     assert_accounting(core)
