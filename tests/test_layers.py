@@ -94,3 +94,20 @@ def test_core_is_made_of_wire_session_and_engine() -> None:
     core = PACKAGE_DIR / "core"
     parts = {p.name for p in core.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert parts == CORE_PARTS
+
+
+def test_the_core_reads_the_config_model_without_its_toml_spelling() -> None:
+    """``config/`` is a leaf the core imports as data: loading the engine pulls in neither
+    the TOML loading and dumping (``config.io``) nor a TOML library."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, acp_proxy.core.engine, acp_proxy.core.chain; "
+        "print(sorted(m for m in ('acp_proxy.config.io', 'acp_proxy.config.files', "
+        "'tomllib', 'tomli_w') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

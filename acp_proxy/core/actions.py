@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-__all__ = ["Action", "Audit", "Peer", "Report", "Send"]
+__all__ = ["Action", "Audit", "AuditEvent", "Peer", "Report", "Send"]
 
 
 class Peer(enum.Enum):
@@ -25,6 +25,43 @@ class Peer(enum.Enum):
     def direction(self) -> str:
         """Direction label of traffic coming *from* this peer, as in the audit log."""
         return "client->agent" if self is Peer.CLIENT else "agent->client"
+
+
+class AuditEvent(enum.StrEnum):
+    """Every audit record's ``event`` (docs/design.md section 3, "Audit log").
+
+    A ``str`` enum: a record's event compares equal to its name and is written
+    as it (``AuditEvent.HELD == "held"``).
+    """
+
+    BATCH_REFUSED = "batch_refused"
+    CHILD_ANNOUNCED = "child_announced"
+    CHILD_UPDATED = "child_updated"
+    CHILDREN_RETIRED = "children_retired"
+    CONNECTION_CLOSED = "connection_closed"
+    CONNECTION_OPENED = "connection_opened"
+    CONNECTION_REJECTED = "connection_rejected"
+    DUPLICATE_DROPPED = "duplicate_dropped"
+    GRANTS_RESTORED = "grants_restored"
+    GRANTS_REVOKED = "grants_revoked"
+    HELD = "held"
+    HOLD_EXPIRED = "hold_expired"
+    INVALID_MESSAGE = "invalid_message"
+    INVALID_SUBAGENT_UPDATE = "invalid_subagent_update"
+    KEEPALIVE_TIMEOUT = "keepalive_timeout"
+    MUTATION_REJECTED = "mutation_rejected"
+    NOTIFICATION_DROPPED = "notification_dropped"
+    OVERSIZE_MESSAGE = "oversize_message"
+    PEER_CLOSED = "peer_closed"
+    PERMISSION_DECIDED = "permission_decided"
+    PROTOCOL_VIOLATION = "protocol_violation"
+    REGISTRY_CONFLICT = "registry_conflict"
+    REGISTRY_LIMIT = "registry_limit"
+    RELEASED = "released"
+    REQUEST_DROPPED = "request_dropped"
+    REQUEST_REFUSED = "request_refused"
+    SUPPRESSED = "suppressed"
+    UNKNOWN_RESPONSE = "unknown_response"
 
 
 class Send(NamedTuple):
@@ -51,13 +88,13 @@ class Audit:
     """One audit-log record (docs/design.md section 3, "Audit log").
 
     Attributes:
-        event: ``child_announced``, ``mutation_rejected``, ``held``, ...
+        event: what happened (:class:`AuditEvent`).
         direction: ``"client->agent"`` or ``"agent->client"`` (or ``None``).
         fields: the other keys (``sessionId``, ``parentSessionId``, ``method``,
             ``id``, ``reason``, ...); ``None`` values are omitted on output.
     """
 
-    event: str
+    event: AuditEvent
     direction: str | None
     fields: dict[str, Any]
 

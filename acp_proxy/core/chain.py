@@ -75,7 +75,7 @@ from typing import Any
 
 import attrs
 
-from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
+from acp_proxy.core.actions import Action, Audit, AuditEvent, Peer, Report, Send
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import (
@@ -327,7 +327,11 @@ class ChainAdapter:
             reason = "the successor's response has duplicate keys"
             frame = error_frame(inner_id, INVALID_REQUEST, f"acp-proxy: {reason}")
             out.append(
-                Audit("invalid_message", Peer.AGENT.direction, {"id": inner_id, "reason": reason})
+                Audit(
+                    AuditEvent.INVALID_MESSAGE,
+                    Peer.AGENT.direction,
+                    {"id": inner_id, "reason": reason},
+                )
             )
             out.append(ToCore(Peer.AGENT, frame))
             return
@@ -373,7 +377,7 @@ class ChainAdapter:
                     self._drop(
                         out,
                         Peer.AGENT,
-                        "notification_dropped",
+                        AuditEvent.NOTIFICATION_DROPPED,
                         _CANCEL,
                         target,
                         "cancels no request in flight from the successor",
@@ -445,7 +449,7 @@ class ChainAdapter:
             out.append(Send(Peer.CLIENT, _frame(env_id, True, [(name, value)])))
             return
         reason = f"a {kind.value} for the successor that answers no envelope"
-        self._drop(out, Peer.CLIENT, "unknown_response", m.method, m.id, reason)
+        self._drop(out, Peer.CLIENT, AuditEvent.UNKNOWN_RESPONSE, m.method, m.id, reason)
         out.append(Report("warning", f"dropped {reason}"))
 
     def _cancel_to_successor(self, m: Message, out: list[Action]) -> None:
@@ -456,7 +460,7 @@ class ChainAdapter:
             self._drop(
                 out,
                 Peer.CLIENT,
-                "notification_dropped",
+                AuditEvent.NOTIFICATION_DROPPED,
                 _CANCEL,
                 target,
                 "cancels no request in flight to the successor",
@@ -509,23 +513,29 @@ class ChainAdapter:
         """Answers a conductor request itself (or drops a notification), with an audit record."""
         if m.kind is Kind.REQUEST and m.id in self.core.pending_ids(Peer.CLIENT):
             # that id is still in flight: an answer would be its second (the core's rule)
-            self._drop(out, Peer.CLIENT, "request_dropped", m.method, m.id, reason)
+            self._drop(out, Peer.CLIENT, AuditEvent.REQUEST_DROPPED, m.method, m.id, reason)
         elif m.kind is Kind.REQUEST:
             self._n["answered"] += 1
             out.append(
                 Audit(
-                    "invalid_message",
+                    AuditEvent.INVALID_MESSAGE,
                     Peer.CLIENT.direction,
                     {"method": m.method, "id": m.id, "reason": reason},
                 )
             )
             out.append(Send(Peer.CLIENT, error_frame(m.id, code, f"acp-proxy: {reason}")))
         else:
-            self._drop(out, Peer.CLIENT, "notification_dropped", m.method, None, reason)
+            self._drop(out, Peer.CLIENT, AuditEvent.NOTIFICATION_DROPPED, m.method, None, reason)
         out.append(Report("warning", f"conductor sent {m.method}: {reason}"))
 
     def _drop(
-        self, out: list[Any], source: Peer, event: str, method: str | None, rid: Any, reason: str
+        self,
+        out: list[Any],
+        source: Peer,
+        event: AuditEvent,
+        method: str | None,
+        rid: Any,
+        reason: str,
     ) -> None:
         self._n["dropped"] += 1
         fields = {"method": method, "id": rid, "reason": reason}

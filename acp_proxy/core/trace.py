@@ -112,7 +112,7 @@ def _events(actions: list[Action]) -> list[dict[str, Any]]:
     out = []
     for a in actions:
         if type(a) is Audit:
-            ev: dict[str, Any] = {"event": a.event}
+            ev: dict[str, Any] = {"event": str(a.event)}
             for key in ("sessionId", "parentSessionId", "reason"):
                 value = a.fields.get(key)
                 if value is not None:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import IO, Any
 
-from acp_proxy.core.actions import Audit
+from acp_proxy.core.actions import Audit, AuditEvent
 
 __all__ = [
     "CONTENT_LIMIT",
@@ -213,7 +213,7 @@ def format_record(record: Audit, context: dict[str, Any] | None = None) -> str:
         record: the core's audit action.
         context: extra keys for every record of a connection (e.g. ``connection``).
     """
-    obj: dict[str, Any] = {"ts": _now(), "event": clean(record.event)}
+    obj: dict[str, Any] = {"ts": _now(), "event": clean(str(record.event))}
     try:
         if record.direction is not None:
             obj["direction"] = clean(record.direction)
@@ -332,8 +332,14 @@ class AuditLog:
         """Writes one ``suppressed`` record per kind whose window ended with suppressions."""
         for kind, count, seconds in self.throttle.summaries(everything):
             event, direction = kind if isinstance(kind, tuple) else (kind, None)
-            fields = {"suppressedEvent": event, "suppressed": count, "seconds": round(seconds, 3)}
-            self._line(format_record(Audit("suppressed", direction, fields), self._context))
+            fields = {
+                "suppressedEvent": str(event),
+                "suppressed": count,
+                "seconds": round(seconds, 3),
+            }
+            self._line(
+                format_record(Audit(AuditEvent.SUPPRESSED, direction, fields), self._context)
+            )
 
     def write(self, record: Audit) -> None:
         """Writes one record (or counts it, when its kind is over the rate); never raises."""

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import trio
 
-from acp_proxy.core.actions import Action, Audit, Peer, Report, Send
+from acp_proxy.core.actions import Action, Audit, AuditEvent, Peer, Report, Send
 from acp_proxy.shell.audit import Throttle, preview
 
 __all__ = [
@@ -136,7 +136,7 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
                 audit.write(a)
             if debug:
                 _log_audit(a)
-            if a.event == "hold_expired":
+            if a.event is AuditEvent.HOLD_EXPIRED:
                 _log_held_dropped(a)
         elif type(a) is Report:
             _log_report(a)

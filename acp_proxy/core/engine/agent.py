@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Peer, Report
+from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
@@ -146,7 +146,7 @@ class AgentDirection:
             self.dedup.reset_session(sid, gone)
             self.ledger.audit(
                 out,
-                "children_retired",
+                AuditEvent.CHILDREN_RETIRED,
                 _AGENT,
                 sessionId=sid,
                 count=len(gone),
@@ -223,7 +223,7 @@ class AgentDirection:
         """Refuses one agent message: a request is answered (and audited), the rest dropped."""
         out.append(Report("warning", f"agent sent a message {reason}, refused"))
         if not self._drop_request(m, out, m.session_id, reason, f"acp-proxy: {reason}"):
-            self.ledger.drop(out, m, _AGENT, "invalid_message", reason)
+            self.ledger.drop(out, m, _AGENT, AuditEvent.INVALID_MESSAGE, reason)
 
     def _drop_request(
         self,
@@ -242,7 +242,13 @@ class AgentDirection:
         if m.kind is not _REQUEST or self.inflight.pop(_AGENT, m.id) is None:
             return False
         self.ledger.audit(
-            out, "request_dropped", _AGENT, sessionId=sid, method=m.method, id=m.id, reason=reason
+            out,
+            AuditEvent.REQUEST_DROPPED,
+            _AGENT,
+            sessionId=sid,
+            method=m.method,
+            id=m.id,
+            reason=reason,
         )
         if self.inflight.gone[_AGENT] is None:
             self.ledger.answer(out, _AGENT, m.id, INVALID_REQUEST, message, data)
@@ -258,7 +264,7 @@ class AgentDirection:
         if first and sid in self.hold:
             self.ledger.audit(
                 out,
-                "held",
+                AuditEvent.HELD,
                 _AGENT,
                 sessionId=sid,
                 method=m.method,
@@ -271,7 +277,9 @@ class AgentDirection:
     def release(self, sid: str, now: float, out: list[Action], why: str) -> None:
         msgs = self.hold.take(sid)
         if msgs:
-            self.ledger.audit(out, "released", _AGENT, sessionId=sid, count=len(msgs), reason=why)
+            self.ledger.audit(
+                out, AuditEvent.RELEASED, _AGENT, sessionId=sid, count=len(msgs), reason=why
+            )
             self.route_all(msgs, now, out)
 
     def expire(
@@ -288,7 +296,7 @@ class AgentDirection:
             why = f"{ev.reason}; drop (the client is gone too)"
         self.ledger.audit(
             out,
-            "hold_expired",
+            AuditEvent.HOLD_EXPIRED,
             _AGENT,
             sessionId=ev.session_id,
             count=len(ev.messages),
@@ -319,7 +327,11 @@ class AgentDirection:
                 f"({ev.reason}); request dropped",
                 {"sessionId": ev.session_id, "reason": ev.reason},
             ):  # a notification, or a request already answered when the client left
-                event = "request_dropped" if m.kind is _REQUEST else "notification_dropped"
+                event = (
+                    AuditEvent.REQUEST_DROPPED
+                    if m.kind is _REQUEST
+                    else AuditEvent.NOTIFICATION_DROPPED
+                )
                 self.ledger.drop(out, m, _AGENT, event, f"held: {ev.reason}")
 
     def deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
@@ -363,7 +375,7 @@ class AgentDirection:
                                 out,
                                 m,
                                 _AGENT,
-                                "duplicate_dropped",
+                                AuditEvent.DUPLICATE_DROPPED,
                                 "repeats the last state_update",
                             )
                             return []
@@ -380,7 +392,7 @@ class AgentDirection:
             return
         self.ledger.audit(
             out,
-            "protocol_violation",
+            AuditEvent.PROTOCOL_VIOLATION,
             _AGENT,
             sessionId=m.session_id,
             method=m.method,
@@ -397,7 +409,7 @@ class AgentDirection:
         if view is None or type(parent) is not str:
             self.ledger.audit(
                 out,
-                "invalid_subagent_update",
+                AuditEvent.INVALID_SUBAGENT_UPDATE,
                 _AGENT,
                 sessionId=parent,
                 method=m.method,
@@ -430,7 +442,7 @@ class AgentDirection:
         if reg.truncated_last:
             self.ledger.audit(
                 out,
-                "registry_limit",
+                AuditEvent.REGISTRY_LIMIT,
                 _AGENT,
                 sessionId=cid,
                 parentSessionId=parent,
@@ -445,7 +457,7 @@ class AgentDirection:
                 out,
                 m,
                 _AGENT,
-                "notification_dropped",
+                AuditEvent.NOTIFICATION_DROPPED,
                 f"limits.max_children ({limits.max_children}) or "
                 f"limits.max_registry_bytes ({limits.max_registry_bytes}) or nesting deeper "
                 f"than {MAX_DEPTH}",
@@ -454,7 +466,7 @@ class AgentDirection:
         if outcome is UpdateOutcome.INVALID:
             self.ledger.audit(
                 out,
-                "invalid_subagent_update",
+                AuditEvent.INVALID_SUBAGENT_UPDATE,
                 _AGENT,
                 sessionId=cid,
                 parentSessionId=parent,
@@ -469,25 +481,31 @@ class AgentDirection:
         self.ledger.forward(out, _CLIENT, m.raw)
         if outcome is UpdateOutcome.UPDATED or outcome is UpdateOutcome.UNCHANGED:
             self.ledger.audit(
-                out, "child_updated", _AGENT, sessionId=cid, parentSessionId=child.parent_id
+                out,
+                AuditEvent.CHILD_UPDATED,
+                _AGENT,
+                sessionId=cid,
+                parentSessionId=child.parent_id,
             )
             self._audit_restored(cid, child.parent_id, out)
             return []
         if outcome is UpdateOutcome.CONFLICT:
             self.ledger.audit(
                 out,
-                "registry_conflict",
+                AuditEvent.REGISTRY_CONFLICT,
                 _AGENT,
                 sessionId=cid,
                 parentSessionId=parent,
                 reason="announced as a child, but known as an ordinary or provisional "
                 "session; enforced as a child",
             )
-        self.ledger.audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
+        self.ledger.audit(
+            out, AuditEvent.CHILD_ANNOUNCED, _AGENT, sessionId=cid, parentSessionId=parent
+        )
         msgs = self.hold.take(cid)
         if msgs:
             self.ledger.audit(
-                out, "released", _AGENT, sessionId=cid, count=len(msgs), reason="announced"
+                out, AuditEvent.RELEASED, _AGENT, sessionId=cid, count=len(msgs), reason="announced"
             )
         return msgs
 
@@ -496,7 +514,7 @@ class AgentDirection:
         if self.registry.restored_last:
             self.ledger.audit(
                 out,
-                "grants_restored",
+                AuditEvent.GRANTS_RESTORED,
                 _AGENT,
                 sessionId=cid,
                 parentSessionId=parent_id,
@@ -537,7 +555,11 @@ class AgentDirection:
         if only_state:
             self.n.duplicates_removed += 1
             self.ledger.drop(
-                out, m, _AGENT, "duplicate_dropped", "repeats the child's last state mirror"
+                out,
+                m,
+                _AGENT,
+                AuditEvent.DUPLICATE_DROPPED,
+                "repeats the child's last state mirror",
             )
             return []
         data = without_member(m.raw, ("params", "update", "state"))
@@ -547,13 +569,15 @@ class AgentDirection:
             self.n.duplicates_removed += 1
             self.ledger.audit(
                 out,
-                "duplicate_dropped",
+                AuditEvent.DUPLICATE_DROPPED,
                 _AGENT,
                 sessionId=cid,
                 parentSessionId=parent,
                 method=m.method,
                 reason="state field removed: repeats the child's last state mirror",
             )
-        self.ledger.audit(out, "child_updated", _AGENT, sessionId=cid, parentSessionId=parent_id)
+        self.ledger.audit(
+            out, AuditEvent.CHILD_UPDATED, _AGENT, sessionId=cid, parentSessionId=parent_id
+        )
         self.ledger.forward(out, _CLIENT, data)
         return []

@@ -11,7 +11,7 @@ session's descendants lose their grants until re-announced.
 from __future__ import annotations
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Peer
+from acp_proxy.core.actions import Action, AuditEvent, Peer
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
@@ -101,7 +101,7 @@ class ClientDirection:
                     self.inflight.pop(_CLIENT, m.id)
                     self.ledger.answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
                 else:
-                    self.ledger.drop(out, m, _CLIENT, "notification_dropped", gone)
+                    self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
                 return
             if kind is _REQUEST:
                 self.gate.client_request(m, sid)
@@ -127,7 +127,7 @@ class ClientDirection:
             "capability": rejection.capability,
             "reason": rejection.reason,
         }
-        self.ledger.audit(out, "mutation_rejected", _CLIENT, **fields)
+        self.ledger.audit(out, AuditEvent.MUTATION_REJECTED, _CLIENT, **fields)
         if m.kind is _REQUEST and m.id not in self.inflight.pending[_CLIENT]:
             self.ledger.answer(
                 out,
@@ -139,8 +139,12 @@ class ClientDirection:
             )
             return
         self.n.dropped += 1
-        event = "notification_dropped" if m.kind is _NOTIFICATION else "request_dropped"
-        if event == "request_dropped":
+        event = (
+            AuditEvent.NOTIFICATION_DROPPED
+            if m.kind is _NOTIFICATION
+            else AuditEvent.REQUEST_DROPPED
+        )
+        if event is AuditEvent.REQUEST_DROPPED:
             fields["reason"] = f"{rejection.reason}; its id is already in flight"
         self.ledger.audit(out, event, _CLIENT, **fields)
 
@@ -164,7 +168,7 @@ class ClientDirection:
         if revoked:
             self.ledger.audit(
                 out,
-                "grants_revoked",
+                AuditEvent.GRANTS_REVOKED,
                 _CLIENT,
                 sessionId=sid,
                 method=method,

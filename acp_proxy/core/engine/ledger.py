@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_proxy.core.actions import Action, Audit, Peer, Send
+from acp_proxy.core.actions import Action, Audit, AuditEvent, Peer, Send
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.inflight import InFlight, Pending
 from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, error_frame
@@ -39,7 +39,9 @@ class Ledger:
         self.inflight = inflight
         self.include_content = include_content
 
-    def audit(self, out: list[Action], event: str, source: Peer | None, **fields: Any) -> None:
+    def audit(
+        self, out: list[Action], event: AuditEvent, source: Peer | None, **fields: Any
+    ) -> None:
         """Appends one audit record (``source`` gives its direction)."""
         out.append(Audit(event, source.direction if source else None, fields))
 
@@ -57,7 +59,7 @@ class Ledger:
             self.n.dropped += 1
             self.audit(
                 out,
-                "request_dropped",
+                AuditEvent.REQUEST_DROPPED,
                 to,
                 id=rid,
                 reason=f"refused ({message}); its id is already in flight, so not answered",
@@ -73,7 +75,9 @@ class Ledger:
         self.n.answered += 1
         out.append(Send(to, data))
 
-    def drop(self, out: list[Action], m: Message, source: Peer, event: str, reason: str) -> None:
+    def drop(
+        self, out: list[Action], m: Message, source: Peer, event: AuditEvent, reason: str
+    ) -> None:
         """Drops ``m`` with an audit record ``event`` giving ``reason``."""
         self.n.dropped += 1
         fields: dict[str, Any] = {
@@ -103,14 +107,16 @@ class Ledger:
                 out,
                 m,
                 requester,
-                "request_dropped",
+                AuditEvent.REQUEST_DROPPED,
                 f"request id {m.id!r} is already in flight (an answer would be its second)",
             )
             return False
         reason = self.inflight.add(requester, m.id, m.method or "", m.session_id)
         if reason is None:
             return True
-        self.audit(out, "invalid_message", requester, id=m.id, method=m.method, reason=reason)
+        self.audit(
+            out, AuditEvent.INVALID_MESSAGE, requester, id=m.id, method=m.method, reason=reason
+        )
         self.answer(out, requester, m.id, INVALID_REQUEST, f"acp-proxy: {reason}")
         return False
 
@@ -128,7 +134,13 @@ class Ledger:
             return None
         entry = self.inflight.pop(to, m.id)
         if entry is None:
-            self.drop(out, m, source, "unknown_response", f"no request with id {m.id!r} in flight")
+            self.drop(
+                out,
+                m,
+                source,
+                AuditEvent.UNKNOWN_RESPONSE,
+                f"no request with id {m.id!r} in flight",
+            )
             return None
         self.forward(out, to, m.raw)
         return entry

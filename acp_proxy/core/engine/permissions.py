@@ -30,7 +30,7 @@ import heapq
 from typing import Any
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Peer, Send
+from acp_proxy.core.actions import Action, AuditEvent, Peer, Send
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
 from acp_proxy.core.session.permissions import (
@@ -188,7 +188,7 @@ class PermissionGate:
             out,
             m,
             _AGENT,
-            "notification_dropped",
+            AuditEvent.NOTIFICATION_DROPPED,
             f"{CANCEL_REQUEST} for request {rid!r}, already answered by the proxy (rule {rule})",
         )
         return True
@@ -234,7 +234,7 @@ class PermissionGate:
             self.expired[rid] = rule
             self.ledger.audit(
                 out,
-                "permission_decided",
+                AuditEvent.PERMISSION_DECIDED,
                 _AGENT,
                 sessionId=pending[1],
                 method=pending[0],
@@ -265,7 +265,7 @@ class PermissionGate:
             out,
             m,
             _CLIENT,
-            "unknown_response",
+            AuditEvent.UNKNOWN_RESPONSE,
             f"late: the proxy answered the agent cancelled (rule {rule}, ask_timeout_seconds)",
         )
         return True

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Peer, Report, Send
+from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.client import ClientDirection
 from acp_proxy.core.engine.counters import CoreStatistics, Counters
@@ -312,7 +312,7 @@ class ProxyCore:
         ledger = self.ledger
         if source is _CLIENT:
             n.accepted += 1
-            ledger.audit(out, "invalid_message", source, id=None, reason=reason)
+            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=None, reason=reason)
             ledger.answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
             return
         items = m.items  # () for a batch over limits.dense_message_bytes: not read
@@ -326,7 +326,7 @@ class ProxyCore:
         n.dropped += count - answered
         ledger.audit(
             out,
-            "batch_refused",
+            AuditEvent.BATCH_REFUSED,
             source,
             count=count,
             answered=answered,
@@ -355,7 +355,7 @@ class ProxyCore:
         self.n.oversize += 1
         limit = self.config.limits.max_message_bytes
         reason = f"message of {size_bytes} bytes exceeds limits.max_message_bytes ({limit})"
-        self.ledger.audit(out, "oversize_message", source, reason=reason)
+        self.ledger.audit(out, AuditEvent.OVERSIZE_MESSAGE, source, reason=reason)
         out.append(Report("warning", f"{source.value} sent an oversize message: {reason}"))
         if source is _CLIENT and complete:
             if rid in self.inflight.pending[_CLIENT]:
@@ -372,7 +372,7 @@ class ProxyCore:
         self.n.dropped += 1
         self.n.invalid += 1
         reason = f"half-written last line at end of stream ({size_bytes} bytes)"
-        self.ledger.audit(out, "invalid_message", source, reason=reason)
+        self.ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, reason=reason)
         out.append(Report("warning", f"{source.value}: {reason}, not forwarded"))
         return out
 
@@ -395,7 +395,7 @@ class ProxyCore:
             return out
         text = detail or f"{peer.value} closed the connection"
         gone[peer] = text
-        self.ledger.audit(out, "peer_closed", peer, reason=text)
+        self.ledger.audit(out, AuditEvent.PEER_CLOSED, peer, reason=text)
         if peer is _AGENT:
             self.permissions.agent_gone()
             for ev in self.hold.evict_all("agent_exited"):
@@ -502,11 +502,11 @@ class ProxyCore:
             return
         if m.kind is _REQUEST:
             self.ledger.audit(
-                out, "invalid_message", source, id=m.id, method=m.method, reason=reason
+                out, AuditEvent.INVALID_MESSAGE, source, id=m.id, method=m.method, reason=reason
             )
             self.ledger.answer(out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {reason}")
         else:
-            self.ledger.drop(out, m, source, "invalid_message", reason)
+            self.ledger.drop(out, m, source, AuditEvent.INVALID_MESSAGE, reason)
 
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
         self.n.accepted += 1
@@ -529,7 +529,7 @@ class ProxyCore:
         if source is _CLIENT:
             code = PARSE_ERROR if m.parse_error else INVALID_REQUEST
             rid = None if m.parse_error else m.id
-            ledger.audit(out, "invalid_message", source, id=rid, reason=reason)
+            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=rid, reason=reason)
             ledger.answer(out, _CLIENT, rid, code, f"acp-proxy: {reason}")
             return
         if m.parse_error:
@@ -538,7 +538,7 @@ class ProxyCore:
             out.append(Report("warning", f"agent stdout line is not JSON, dropped: {preview!r}"))
         else:
             out.append(Report("warning", f"agent sent invalid JSON-RPC, dropped: {reason}"))
-        ledger.drop(out, m, source, "invalid_message", reason)
+        ledger.drop(out, m, source, AuditEvent.INVALID_MESSAGE, reason)
 
     def _ambiguous(self, source: Peer, m: Message, out: list[Action]) -> None:
         """A message parsers would read differently: a request is answered, the rest dropped."""
@@ -550,10 +550,16 @@ class ProxyCore:
         ledger = self.ledger
         if m.kind is _REQUEST:
             rid = None if "id" in dups else m.id
-            ledger.audit(out, "invalid_message", source, id=rid, method=m.method, reason=reason)
+            ledger.audit(
+                out, AuditEvent.INVALID_MESSAGE, source, id=rid, method=m.method, reason=reason
+            )
             ledger.answer(
                 out, source, rid, INVALID_REQUEST, f"acp-proxy: ambiguous message: {reason}"
             )
         else:
-            event = "notification_dropped" if m.kind is _NOTIFICATION else "invalid_message"
+            event = (
+                AuditEvent.NOTIFICATION_DROPPED
+                if m.kind is _NOTIFICATION
+                else AuditEvent.INVALID_MESSAGE
+            )
             ledger.drop(out, m, source, event, reason)

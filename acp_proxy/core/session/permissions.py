@@ -74,6 +74,7 @@ from typing import Any, Literal
 import attrs
 
 from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
+from acp_proxy.core.actions import AuditEvent
 from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
 
@@ -248,12 +249,12 @@ class Decision:
         return "forward"
 
     @property
-    def audit_event(self) -> str | None:
-        """``"request_refused"`` for a refusal, ``"permission_decided"`` when a rule
+    def audit_event(self) -> AuditEvent | None:
+        """``request_refused`` for a refusal, ``permission_decided`` when a rule
         matched, ``None`` when none did (nothing to record)."""
         if self.error_code is not None:
-            return "request_refused"
-        return None if self.rule is None else "permission_decided"
+            return AuditEvent.REQUEST_REFUSED
+        return None if self.rule is None else AuditEvent.PERMISSION_DECIDED
 
     def audit_fields(
         self, session_id: str | None, *, include_content: bool = False

@@ -32,7 +32,7 @@ from trio_websocket import (
 )
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Audit, Peer
+from acp_proxy.core.actions import Audit, AuditEvent, Peer
 from acp_proxy.errors import ConnectFailed
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.observe import make_core
@@ -255,7 +255,7 @@ class _Listener:
             log.warning("refused a connection from %s: HTTP %d, %s", remote, status, reason)
             if self.audit is not None:
                 fields = {"status": status, "reason": reason, "remote": remote}
-                self.audit.write(Audit("connection_rejected", None, fields))
+                self.audit.write(Audit(AuditEvent.CONNECTION_REJECTED, None, fields))
             headers = [(b"WWW-Authenticate", b"Bearer")] if status == 401 else []
             with contextlib.suppress(ConnectionClosed):
                 await request.reject(status, extra_headers=headers, body=f"{reason}\n".encode())
@@ -288,7 +288,7 @@ class _Listener:
                 return
             log.info("connection %d from %s: agent pid %d", conn_id, remote, agent.process.pid)
             if audit is not None:
-                audit.write(Audit("connection_opened", None, {"remote": remote}))
+                audit.write(Audit(AuditEvent.CONNECTION_OPENED, None, {"remote": remote}))
             client = WebSocketTransport(ws, Peer.CLIENT, max_bytes, audit=audit)
             relay = agent_relay(make_core(cfg, agent.process.pid), client, agent, cfg, audit)
             self._transports.add(client)
@@ -313,7 +313,7 @@ class _Listener:
             await agent.stop_group(cfg.process.grace_seconds, cfg.process.kill_after_seconds)
             log.info("connection %d closed: %s", conn_id, why)
             if audit is not None:
-                audit.write(Audit("connection_closed", None, {"reason": why}))
+                audit.write(Audit(AuditEvent.CONNECTION_CLOSED, None, {"reason": why}))
         finally:
             with trio.CancelScope(shield=True):
                 if agent.process.returncode is None:  # cancelled: no time for grace

@@ -36,7 +36,7 @@ from trio_websocket import (
     WebSocketConnection,
 )
 
-from acp_proxy.core.actions import Audit, Peer
+from acp_proxy.core.actions import Audit, AuditEvent, Peer
 from acp_proxy.core.wire.framing import Oversize
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 from acp_proxy.shell.transport.ws_bytes import wrap_client_stream
@@ -162,7 +162,9 @@ class WebSocketTransport(FrameTransport):
         log.warning("%s sent a %s; closing with 1003", self.name, reason)
         if self._audit is not None:
             self._audit.write(
-                Audit("invalid_message", self.peer.direction, {"reason": f"{reason}; closed"})
+                Audit(
+                    AuditEvent.INVALID_MESSAGE, self.peer.direction, {"reason": f"{reason}; closed"}
+                )
             )
         await self.aclose(CLOSE_UNSUPPORTED_DATA, "binary frames are not supported")
 
@@ -223,7 +225,7 @@ class WebSocketTransport(FrameTransport):
                 log.warning("%s: %s; closing with 1011", self.name, reason)
                 if self._audit is not None:
                     self._audit.write(
-                        Audit("keepalive_timeout", self.peer.direction, {"reason": reason})
+                        Audit(AuditEvent.KEEPALIVE_TIMEOUT, self.peer.direction, {"reason": reason})
                     )
                 await self.aclose(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")
                 return
