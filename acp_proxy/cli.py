@@ -326,7 +326,7 @@ def _run(
 
         return _trio_run(run_listen, cfg, args.listen, agent_cmd, audit)
     if mode == "connect":
-        from acp_proxy.shell.topology.listen import run_connect
+        from acp_proxy.shell.topology.connect import run_connect
 
         return _trio_run(run_connect, cfg, args.connect, audit)
     if mode == "chain":
