@@ -4,6 +4,7 @@
 
     acp-proxy [--config FILE] [--audit-log FILE] [--log-level LEVEL] -- AGENT_CMD [ARGS...]
     acp-proxy --listen ws://HOST:PORT/PATH [...] -- AGENT_CMD [ARGS...]
+    acp-proxy --listen ws://HOST:PORT/PATH --upstream ws://AGENT:PORT/PATH [...]
     acp-proxy --connect ws://HOST:PORT/PATH [...]
     acp-proxy --chain [...]
     acp-proxy demo
@@ -28,6 +29,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, NoReturn
 
 import attrs
@@ -57,6 +59,8 @@ USAGE = """
       stdio client <-> agent subprocess (the drop-in form)
   acp-proxy --listen ws://HOST:PORT/PATH [options] -- AGENT_CMD [ARGS...]
       WebSocket clients <-> one agent subprocess per connection
+  acp-proxy --listen ws://HOST:PORT/PATH --upstream ws://AGENT:PORT/PATH [options]
+      WebSocket clients <-> one WebSocket to a remote agent per connection (sidecar)
   acp-proxy --connect ws://HOST:PORT/PATH [options]
       stdio client <-> remote agent over WebSocket
   acp-proxy --chain [options]
@@ -74,6 +78,12 @@ USAGE = """
 _MODE_OPTIONS = {
     "max_connections": ("--max-connections", ("listen",), "--listen"),
     "token_file": ("--token-file", ("listen", "connect"), "--listen and --connect"),
+    "upstream": ("--upstream", ("listen",), "--listen"),
+    "watch_config": (
+        "--watch-config",
+        ("stdio", "listen", "connect"),
+        "the stdio form, --listen and --connect",
+    ),
 }
 
 
@@ -109,6 +119,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--connect", metavar="URL", help="the agent is a remote ACP WebSocket endpoint")
     p.add_argument("--token-file", metavar="FILE", help="bearer token file for --listen/--connect")
+    p.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="--listen: the agent is a remote ACP WebSocket endpoint (one connection per client)",
+    )
+    p.add_argument(
+        "--watch-config",
+        action="store_const",
+        const=True,
+        help="reload the policy when the --config file changes (SIGHUP always reloads it)",
+    )
     p.add_argument(
         "--max-connections", type=int, metavar="N", help="--listen: concurrent connections"
     )
@@ -241,7 +262,7 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
-    if mode == "listen":
+    if mode == "listen" and agent_cmd:
         find_command(agent_cmd[0])
     run_id = os.urandom(6).hex()
     audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
@@ -301,7 +322,11 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
     mode = chosen[0] if chosen else "stdio"
     if mode in ("connect", "chain") and agent_cmd:
         raise UsageError(f"--{mode} takes no agent command: the agent is on the other side")
-    if mode in ("stdio", "listen") and not agent_cmd:
+    if mode == "listen" and args.upstream is not None and agent_cmd:
+        raise UsageError("--upstream takes no agent command: the agent is on the other side")
+    if args.watch_config and not args.config:
+        raise UsageError("--watch-config needs --config FILE: the file to watch")
+    if mode in ("stdio", "listen") and not agent_cmd and args.upstream is None:
         raise UsageError(
             "no agent command: put it after -- (acp-proxy [options] -- AGENT_CMD ...); "
             "under an ACP conductor, use --chain"
@@ -373,21 +398,27 @@ def _mode_runner(
     audit: AuditLog | None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments."""
-    if mode == "listen":
-        from acp_proxy.shell.topology.listen import run_listen
-
-        return run_listen, cfg, args.listen, agent_cmd, audit
-    if mode == "connect":
-        from acp_proxy.shell.topology.listen import run_connect
-
-        return run_connect, cfg, args.connect, audit
     if mode == "chain":
         from acp_proxy.shell.topology.chain import run_chain
 
         return run_chain, cfg, audit
+    from acp_proxy.shell.reload import LivePolicy
+
+    # A reload reads the file again with the same command-line overrides.
+    live = LivePolicy(cfg, partial(effective_config, args) if args.config else None, audit)
+    watch = expand_path(args.config, "--config") if args.watch_config else None
+    if mode == "listen":
+        from acp_proxy.shell.topology.listen import run_listen
+
+        listen = partial(run_listen, upstream=args.upstream, live=live, watch=watch)
+        return listen, cfg, args.listen, agent_cmd, audit
+    if mode == "connect":
+        from acp_proxy.shell.topology.connect import run_connect
+
+        return partial(run_connect, live=live, watch=watch), cfg, args.connect, audit
     from acp_proxy.shell.topology.stdio import run_stdio_process
 
-    return run_stdio_process, cfg, agent_cmd, audit
+    return partial(run_stdio_process, live=live, watch=watch), cfg, agent_cmd, audit
 
 
 def _print_config(rest: list[str]) -> int:

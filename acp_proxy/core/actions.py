@@ -38,6 +38,8 @@ class AuditEvent(enum.StrEnum):
     CHILD_ANNOUNCED = "child_announced"
     CHILD_UPDATED = "child_updated"
     CHILDREN_RETIRED = "children_retired"
+    CONFIG_RELOADED = "config_reloaded"
+    CONFIG_RELOAD_FAILED = "config_reload_failed"
     CONNECTION_CLOSED = "connection_closed"
     CONNECTION_OPENED = "connection_opened"
     CONNECTION_REJECTED = "connection_rejected"

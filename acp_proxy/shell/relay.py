@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
+from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
@@ -147,7 +148,8 @@ class Relay:
         stop_agent: awaited after the agent's input is closed because the
             client went away (grace period, terminate).
         exit_detail: gives the reason named in the errors for the client's
-            requests in flight once the agent has exited with a known status.
+            requests in flight once the agent has gone (its status, ``None``
+            when unknown: a remote agent).
         channel_batches: capacity of each outgoing memory channel, in batches.
         max_queued_bytes: bytes queued toward one peer before its feeding
             reader waits (one larger batch passes alone).
@@ -219,6 +221,16 @@ class Relay:
             nursery.cancel_scope.cancel()
         flush_log_summaries(everything=True)  # the counts of rate-limited log lines
         return RelayResult(status, self._client_closed_first)
+
+    async def reconfigure(self, config: Config) -> None:
+        """Applies a reloaded policy (:meth:`ProxyCore.reconfigure`) between two core calls.
+
+        Waits while a worker thread holds the core, then swaps the policy in
+        one synchronous call and re-reads the core's timer (a new hold timeout).
+        """
+        await self._core_ready()
+        self.core.reconfigure(config)
+        self._timer.poke()
 
     # ------------------------------------------------------------ plumbing
 
@@ -371,10 +383,10 @@ class Relay:
         status: int | None = None
         if self._wait_agent is not None:
             status = await self._wait_agent()
-        if status is None:
-            detail = "agent closed the connection"
-        elif self._exit_detail is not None:
+        if self._exit_detail is not None:
             detail = await self._exit_detail(status)
+        elif status is None:
+            detail = "agent closed the connection"
         else:
             detail = f"agent exited with status {status}"
         await self._core_ready()

@@ -50,3 +50,20 @@ def ts_ws_node() -> list[str]:
     if subprocess.run([*flagged, "-e", probe], check=False, timeout=60).returncode == 0:
         return flagged
     pytest.skip("this node has no WebSocket client")
+
+
+WS_PACKAGE = "ws@8"
+
+
+@pytest.fixture(scope="session")
+def ts_ws_server_node(ts_ws_node: list[str]) -> list[str]:
+    """:func:`ts_ws_node`, with the ``ws`` package also in ``.cache/ts-sdk`` (the Node
+    WebSocket server the SDK's ``experimental/node`` upgrade handler is written for)."""
+    if not (TS_SDK_CACHE / "node_modules" / "ws" / "package.json").exists():
+        npm = shutil.which("npm")
+        assert npm is not None
+        argv = [npm, "install", "--prefix", str(TS_SDK_CACHE), "--no-audit", "--no-fund"]
+        argv += ["--loglevel=error", WS_PACKAGE]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, f"npm install {WS_PACKAGE} failed:\n{done.stderr[-2000:]}"
+    return ts_ws_node

@@ -80,6 +80,11 @@ class AgentDirection:
         self._dedup_cap = config.limits.max_dedup_bytes
         self._max_sid = config.limits.max_session_id_bytes
 
+    def reconfigure(self, config: Config) -> None:
+        """Takes the policy sections of ``config`` (:meth:`ProxyCore.reconfigure`)."""
+        self.config = config
+        self._dedup_on = config.dedup.state_reports
+
     def handle(self, m: Message, now: float, out: list[Action]) -> None:
         """One classified agent message (request, notification or response)."""
         if m.kind is _REQUEST:

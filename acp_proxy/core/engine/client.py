@@ -70,6 +70,15 @@ class ClientDirection:
         self.negotiated = negotiated
         self.agent = agent
         self.gate = gate
+        self.reconfigure(config)
+
+    def reconfigure(self, config: Config) -> None:
+        """Takes the ``enforcement`` section of ``config`` (:meth:`ProxyCore.reconfigure`).
+
+        Grants are checked per message against the child's current
+        capabilities, so a narrower table applies to children already registered.
+        """
+        self.config = config
         self._mutations = config.enforcement.child_mutations
         self._read_only = frozenset(config.enforcement.child_read_only)
 

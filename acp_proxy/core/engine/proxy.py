@@ -137,6 +137,36 @@ class ProxyCore:
             self.permissions,
         )
 
+    def reconfigure(self, config: Config) -> None:
+        """Applies the policy sections of ``config`` to this live connection (a reload).
+
+        The policy sections (:data:`acp_proxy.config.reload.POLICY_SECTIONS`):
+        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content`` and
+        ``permissions``. Every part that read one of them at construction is
+        given the new value here, in one synchronous call, so the next message
+        is decided wholly under the new policy: a narrowed
+        ``child_mutations`` refuses the next mutation on a child registered
+        before, a shorter ``hold.timeout_seconds`` applies to sessions held
+        now (the caller re-reads :meth:`get_timer`). Other sections keep the
+        values the connection started with (``limits`` are bound into open
+        buffers); :func:`acp_proxy.config.reload.apply_reload` gives a
+        ``config`` whose other sections are unchanged.
+
+        **A new policy part must be swapped here**: a part built from a policy
+        section (such as a ``Policy(config.permissions)`` held on the core)
+        is rebuilt or handed the new section in this method, or a reload
+        would leave it deciding on the old policy.
+
+        Args:
+            config: the effective configuration after the reload.
+        """
+        self.config = config
+        self.hold.config = config.hold
+        self.ledger.include_content = config.audit.include_content
+        self.agent.reconfigure(config)
+        self.client.reconfigure(config)
+        self.permissions.configure(config)
+
     @property
     def protocol_version(self) -> int | None:
         """The protocol version ``initialize`` negotiated, or ``None``."""

@@ -1,9 +1,17 @@
-"""WebSocket topologies (docs/design.md section 1, ``topology/``): ``--listen`` and ``--connect``.
+"""The WebSocket server topology (docs/design.md section 1, ``topology/``): ``--listen``.
 
 ``run_listen``: a WebSocket server; every connection is a client with its own
-agent subprocess, :class:`ProxyCore` (registry, hold buffer, audit context)
-and :class:`Relay`. ``run_connect``: the proxy's stdin/stdout is the client,
-a remote WebSocket endpoint is the agent.
+agent (a subprocess, or with ``upstream`` a WebSocket to a remote agent:
+the sidecar form), :class:`ProxyCore` (registry, hold buffer, audit context)
+and :class:`Relay`. ``--connect`` is :mod:`~acp_proxy.shell.topology.connect`,
+whose dialling and relay the sidecar form shares.
+
+Each accepted upgrade is answered with an ``Acp-Connection-Id`` header (a
+random id, logged and in the connection's audit records as
+``connectionId``), for a load balancer's affinity. ``GET /healthz`` and
+``GET /readyz`` on the listen port answer 200 (``/readyz`` 503 once SIGTERM
+has started draining). SIGHUP, and a change of the ``--watch-config`` file,
+reload the policy of every connection (:mod:`acp_proxy.shell.reload`).
 
 Upgrade requests failing :func:`~acp_proxy.shell.topology.ws_upgrade.check_upgrade` get its
 HTTP status (404, 421 for a ``Host`` that does not name the listener, 403
@@ -20,23 +28,29 @@ import itertools
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
+import attrs
 import trio
 from trio_websocket import (
     ConnectionClosed,
-    ConnectionRejected,
     Endpoint,
-    HandshakeError,
     WebSocketRequest,
 )
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Audit, AuditEvent, Peer
-from acp_proxy.errors import ConnectFailed
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.observe import make_core
-from acp_proxy.shell.relay import AuditSink, Relay
+from acp_proxy.shell.relay import AuditSink, Relay, RelayResult
+from acp_proxy.shell.reload import LivePolicy, watch_config
+from acp_proxy.shell.topology.connect import (
+    HANDSHAKE_TIMEOUT_SECONDS,
+    UpstreamAgent,
+    remote_agent_relay,
+)
 from acp_proxy.shell.topology.stdio import agent_relay
 from acp_proxy.shell.topology.ws_upgrade import (
     StartupError,
@@ -45,11 +59,10 @@ from acp_proxy.shell.topology.ws_upgrade import (
     check_upgrade,
     is_loopback,
     parse_ws_url,
+    probe_response,
     read_token,
 )
-from acp_proxy.shell.transport.base import FrameTransport
 from acp_proxy.shell.transport.process import AgentProcess
-from acp_proxy.shell.transport.stdio import open_stdio_transport
 from acp_proxy.shell.transport.websocket import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL_ERROR,
@@ -57,18 +70,24 @@ from acp_proxy.shell.transport.websocket import (
     CLOSE_TIMEOUT_SECONDS,
     WebSocketTransport,
     describe_close,
-    open_websocket_client,
 )
 from acp_proxy.shell.transport.ws_bytes import ByteCountingServer
 
-__all__ = ["run_connect", "run_listen"]
+__all__ = ["run_listen"]
 
 log = logging.getLogger("acp_proxy")
 
-HANDSHAKE_TIMEOUT_SECONDS = 10.0
-
 #: at most one warning per this many seconds about connections closed at the bound
 REFUSAL_LOG_SECONDS = 10.0
+
+#: the header of the 101 answer naming the connection (the transport RFD's name)
+CONNECTION_ID_HEADER = b"Acp-Connection-Id"
+
+#: bytes of an HTTP request head read to tell a health probe from an upgrade
+MAX_HEAD_BYTES = 8192
+
+#: the longest close reason a WebSocket close frame carries, in bytes
+MAX_CLOSE_REASON_BYTES = 123
 
 
 def _endpoint(ep: Endpoint | str) -> str:
@@ -191,50 +210,161 @@ class _BoundedListener(trio.abc.Listener[trio.abc.Stream]):
 
 
 class _ContextSink:
-    """Adds ``connection`` to the fields of every record (for non-AuditLog sinks)."""
+    """Adds ``connection`` and ``connectionId`` to every record (for non-AuditLog sinks)."""
 
-    def __init__(self, sink: AuditSink, connection: int) -> None:
+    def __init__(self, sink: AuditSink, connection: int, connection_id: str) -> None:
         self._sink = sink
-        self._connection = connection
+        self._context = {"connection": connection, "connectionId": connection_id}
 
     def write(self, record: Audit) -> None:
-        self._sink.write(
-            Audit(record.event, record.direction, {**record.fields, "connection": self._connection})
-        )
+        self._sink.write(Audit(record.event, record.direction, {**record.fields, **self._context}))
 
 
-def _connection_sink(audit: AuditSink | None, connection: int) -> AuditSink | None:
+def _connection_sink(
+    audit: AuditSink | None, connection: int, connection_id: str
+) -> AuditSink | None:
     if audit is None:
         return None
     if isinstance(audit, AuditLog):
-        return audit.with_context(connection=connection)
-    return _ContextSink(audit, connection)
+        return audit.with_context(connection=connection, connectionId=connection_id)
+    return _ContextSink(audit, connection, connection_id)
+
+
+def _close_reason(text: str) -> str:
+    """``text`` cut to what a close frame carries (whole UTF-8 characters)."""
+    return text.encode("utf-8")[:MAX_CLOSE_REASON_BYTES].decode("utf-8", "ignore")
+
+
+class _Replay(trio.abc.Stream):
+    """A stream whose first bytes read are ``head`` (already read from ``stream``).
+
+    Its ``repr`` is the wrapped stream's (the peer's address, for trio-websocket).
+    """
+
+    def __init__(self, stream: trio.abc.Stream, head: bytes) -> None:
+        self._stream = stream
+        self._head = head
+
+    def __repr__(self) -> str:
+        return repr(self._stream)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if self._head:
+            n = len(self._head) if max_bytes is None else max_bytes
+            chunk, self._head = self._head[:n], self._head[n:]
+            return chunk
+        return await self._stream.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _ProbingServer(ByteCountingServer):
+    """A :class:`ByteCountingServer` that answers the health probes on the same port.
+
+    The request head is read first (bounded by the handshake timeout and
+    :data:`MAX_HEAD_BYTES`); a probe (:func:`probe_response`) is answered
+    and closed, anything else goes on to the WebSocket handshake with the
+    bytes read replayed.
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[WebSocketRequest], Awaitable[None]],
+        listeners: list[_BoundedListener],
+        *,
+        ready: Callable[[], bool],
+        **kwargs: Any,
+    ) -> None:
+        # Typed as socket listeners, but only served with
+        # trio.serve_listeners, which takes any trio.abc.Listener.
+        super().__init__(handler, listeners, **kwargs)  # type: ignore[arg-type]
+        self._ready = ready
+
+    async def _handle_connection(self, stream: trio.abc.Stream) -> None:
+        head = b""
+        with trio.move_on_after(self._connect_timeout) as scope:
+            while b"\r\n\r\n" not in head and len(head) < MAX_HEAD_BYTES:
+                try:
+                    chunk = await stream.receive_some(MAX_HEAD_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    chunk = b""
+                if not chunk:
+                    break
+                head += chunk
+        if scope.cancelled_caught or not head:
+            await trio.aclose_forcefully(stream)
+            return
+        answer = probe_response(head, ready=self._ready())
+        if answer is None:
+            await super()._handle_connection(_Replay(stream, head))
+            return
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await stream.send_all(answer)
+        await stream.aclose()
+
+
+@attrs.frozen
+class _Incoming:
+    """One upgrade request being served: its number, ``Acp-Connection-Id``, peer and audit."""
+
+    request: WebSocketRequest
+    conn: int
+    connection_id: str
+    remote: str
+    audit: AuditSink | None
 
 
 class _Listener:
-    """Per-connection handler and shutdown of ``run_listen``."""
+    """Per-connection handler and shutdown of ``run_listen``.
+
+    Args:
+        cfg: the configuration the server started with (``listen``,
+            ``limits``, ``process``: these never change at run time).
+        url: the listen URL.
+        agent_cmd: the agent's argv (spawn form), or empty.
+        upstream: the remote agent's URL and its parse (sidecar form), or ``None``.
+        audit: the audit sink.
+        token: the bearer token required of clients, or ``None``.
+        hosts: the ``Host`` names accepted (:func:`accepted_hosts`).
+        live: the policy in force; each new connection's core starts with it.
+    """
 
     def __init__(
         self,
         cfg: Config,
         url: WsUrl,
         agent_cmd: Sequence[str],
+        upstream: tuple[str, WsUrl] | None,
         audit: AuditSink | None,
         token: bytes | None,
         hosts: frozenset[str] | None,
+        live: LivePolicy,
     ) -> None:
         self.cfg = cfg
         self.url = url
         self.agent_cmd = list(agent_cmd)
+        self.upstream = upstream
         self.audit = audit
         self.token = token
         self.hosts = hosts
+        self.live = live
         self.active = 0
         self.stopping = False
         self._ids = itertools.count(1)
         self._transports: set[WebSocketTransport] = set()
         self._idle = trio.Event()
         self._idle.set()
+
+    def ready(self) -> bool:
+        """``/readyz``: new connections are accepted (not draining)."""
+        return not self.stopping
 
     async def handle(self, request: WebSocketRequest) -> None:
         """Checks the upgrade request, then serves the connection."""
@@ -264,62 +394,143 @@ class _Listener:
             self._idle = trio.Event()
         self.active += 1
         try:
-            await self._serve(request, next(self._ids), remote)
+            conn, connection_id = next(self._ids), str(uuid.uuid4())
+            audit = _connection_sink(self.audit, conn, connection_id)
+            incoming = _Incoming(request, conn, connection_id, remote, audit)
+            if self.upstream is None:
+                await self._serve(incoming)
+            else:
+                await self._serve_upstream(incoming)
         finally:
             self.active -= 1
             if self.active == 0:
                 self._idle.set()
 
-    async def _serve(self, request: WebSocketRequest, conn_id: int, remote: str) -> None:
-        cfg = self.cfg
-        max_bytes = cfg.limits.max_message_bytes
-        audit = _connection_sink(self.audit, conn_id)
+    async def _accept(self, c: _Incoming, agent: str) -> WebSocketTransport | None:
+        """Accepts the upgrade (with ``Acp-Connection-Id``); ``None`` if the client went."""
         try:
-            agent = await AgentProcess.start(self.agent_cmd, max_bytes)
+            ws = await c.request.accept(
+                extra_headers=[(CONNECTION_ID_HEADER, c.connection_id.encode("ascii"))]
+            )
+        except ConnectionClosed:
+            return None
+        log.info("connection %d (id %s) from %s: %s", c.conn, c.connection_id, c.remote, agent)
+        if c.audit is not None:
+            c.audit.write(Audit(AuditEvent.CONNECTION_OPENED, None, {"remote": c.remote}))
+        max_bytes = self.cfg.limits.max_message_bytes
+        return WebSocketTransport(ws, Peer.CLIENT, max_bytes, audit=c.audit)
+
+    async def _relay(
+        self, client: WebSocketTransport, relay: Relay, *tasks: Callable[[], Awaitable[object]]
+    ) -> RelayResult:
+        """Runs ``relay`` with the client's keepalive and ``tasks``; reloads apply to it."""
+        self._transports.add(client)
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.stopping:
+                    nursery.start_soon(client.aclose, CLOSE_GOING_AWAY, "acp-proxy is stopping")
+                listen = self.cfg.listen
+                nursery.start_soon(
+                    client.keepalive, listen.ping_interval_seconds, listen.ping_timeout_seconds
+                )
+                for task in tasks:
+                    nursery.start_soon(task)
+                with self.live.serving(relay):
+                    result = await relay.run()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._transports.discard(client)
+        return result
+
+    @staticmethod
+    def _client_close(client: WebSocketTransport) -> str:
+        who = "acp-proxy" if client.closed_by_proxy else "client"
+        return f"{who} closed the connection: {describe_close(client.close_reason)}"
+
+    @staticmethod
+    def _closed(c: _Incoming, why: str) -> None:
+        log.info("connection %d closed: %s", c.conn, why)
+        if c.audit is not None:
+            c.audit.write(Audit(AuditEvent.CONNECTION_CLOSED, None, {"reason": why}))
+
+    async def _serve(self, c: _Incoming) -> None:
+        request, conn, audit = c.request, c.conn, c.audit
+        cfg = self.cfg
+        try:
+            agent = await AgentProcess.start(self.agent_cmd, cfg.limits.max_message_bytes)
         except OSError as exc:
-            log.error("connection %d: cannot start agent %r: %s", conn_id, self.agent_cmd[0], exc)
+            log.error("connection %d: cannot start agent %r: %s", conn, self.agent_cmd[0], exc)
             with contextlib.suppress(ConnectionClosed):
                 await request.reject(500, body=b"cannot start the agent\n")
             return
         try:
-            try:
-                ws = await request.accept()
-            except ConnectionClosed:
+            pid = f"agent pid {agent.process.pid}"
+            client = await self._accept(c, pid)
+            if client is None:
                 return
-            log.info("connection %d from %s: agent pid %d", conn_id, remote, agent.process.pid)
-            if audit is not None:
-                audit.write(Audit(AuditEvent.CONNECTION_OPENED, None, {"remote": remote}))
-            client = WebSocketTransport(ws, Peer.CLIENT, max_bytes, audit=audit)
-            relay = agent_relay(make_core(cfg, agent.process.pid), client, agent, cfg, audit)
-            self._transports.add(client)
-            try:
-                async with trio.open_nursery() as nursery:
-                    if self.stopping:
-                        nursery.start_soon(client.aclose, CLOSE_GOING_AWAY, "acp-proxy is stopping")
-                    ping = (cfg.listen.ping_interval_seconds, cfg.listen.ping_timeout_seconds)
-                    nursery.start_soon(client.keepalive, *ping)
-                    nursery.start_soon(agent.watch_exit)
-                    result = await relay.run()
-                    nursery.cancel_scope.cancel()
-            finally:
-                self._transports.discard(client)
+            relay = agent_relay(
+                make_core(self.live.config, agent.process.pid), client, agent, cfg, audit
+            )
+            result = await self._relay(client, relay, agent.watch_exit)
             if result.client_closed_first:
-                who = "acp-proxy" if client.closed_by_proxy else "client"
-                why = f"{who} closed the connection: {describe_close(client.close_reason)}"
+                why = self._client_close(client)
             else:
                 status = result.agent_status
                 why = f"agent exited with status {status}"
                 await client.aclose(CLOSE_NORMAL if status == 0 else CLOSE_INTERNAL_ERROR, why)
             await agent.stop_group(cfg.process.grace_seconds, cfg.process.kill_after_seconds)
-            log.info("connection %d closed: %s", conn_id, why)
-            if audit is not None:
-                audit.write(Audit(AuditEvent.CONNECTION_CLOSED, None, {"reason": why}))
+            self._closed(c, why)
         finally:
             with trio.CancelScope(shield=True):
                 if agent.process.returncode is None:  # cancelled: no time for grace
                     agent.kill()
                 await agent.transport.aclose()
                 await agent.wait()
+
+    async def _serve_upstream(self, c: _Incoming) -> None:
+        """The sidecar form: the agent is a WebSocket to the upstream, dialled per connection.
+
+        The upgrade is accepted first; an upstream that refuses, cannot be
+        reached or drops is then reported as an agent exit: the client's
+        requests in flight are answered with an error naming it and the
+        connection is closed (1011, the reason; 1000 when the upstream closed
+        normally).
+        """
+        assert self.upstream is not None
+        url, target = self.upstream
+        client = await self._accept(c, f"upstream {url}")
+        if client is None:
+            return
+        cfg = self.cfg
+        audit = c.audit
+        upstream = UpstreamAgent(url, target, cfg.limits.max_message_bytes, audit)
+
+        async def exit_detail(_status: int | None) -> str:
+            return upstream.describe_end()
+
+        relay = remote_agent_relay(
+            make_core(self.live.config), client, upstream, cfg, audit, exit_detail
+        )
+        listen = cfg.listen
+
+        async def keepalive() -> None:
+            await upstream.keepalive(listen.ping_interval_seconds, listen.ping_timeout_seconds)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(upstream.run)
+                result = await self._relay(client, relay, keepalive)
+                await upstream.aclose()
+        finally:
+            with trio.CancelScope(shield=True):
+                await upstream.aclose()
+        if result.client_closed_first:
+            why = self._client_close(client)
+        else:
+            why = upstream.describe_end()
+            code = CLOSE_NORMAL if upstream.closed_normally else CLOSE_INTERNAL_ERROR
+            await client.aclose(code, _close_reason(why))
+        self._closed(c, why)
 
     async def shutdown(self, connections: trio.Nursery) -> None:
         """Closes every connection (1001), waits for their agents, then cancels the rest."""
@@ -332,17 +543,14 @@ class _Listener:
         connections.cancel_scope.cancel()
 
 
-def on_sighup(listener: _Listener) -> None:
-    """What SIGHUP does to a ``--listen`` server: the reload hook.
+def on_sighup(listener: _Listener, nursery: trio.Nursery) -> None:
+    """What SIGHUP does to a ``--listen`` server: reloads the policy (:class:`LivePolicy`).
 
     A server is never stopped by SIGHUP (a closing terminal, a supervisor's
-    reload): every connection and its agent go on. Nothing is reloaded yet;
-    the hook only logs.
+    reload): every connection and its agent go on, under the reloaded policy.
     """
-    log.info(
-        "SIGHUP: serving on (%d connections); nothing to reload, the configuration is unchanged",
-        listener.active,
-    )
+    log.info("SIGHUP: reloading the policy (%d connections)", listener.active)
+    nursery.start_soon(listener.live.reload, "SIGHUP")
 
 
 async def run_listen(
@@ -351,18 +559,29 @@ async def run_listen(
     agent_cmd: Sequence[str],
     audit: AuditSink | None,
     *,
+    upstream: str | None = None,
+    live: LivePolicy | None = None,
+    watch: str | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> int:
     """Serves ACP over WebSocket at ``url``, one agent per connection, until SIGINT/SIGTERM.
 
     Prints ``acp-proxy: listening on ws://HOST:PORT/PATH`` (the bound port) to
-    stderr once accepting.
+    stderr once accepting. SIGHUP reloads the policy; SIGINT/SIGTERM stop
+    accepting upgrades (``/readyz`` answers 503 while the connections drain).
 
     Args:
         cfg: effective configuration (``listen``, ``limits``, ``process``).
         url: ``ws://HOST:PORT/PATH``; an empty host means 127.0.0.1, port 0 any.
-        agent_cmd: the agent's argv, started once per connection.
-        audit: audit sink; each connection's records carry ``connection``.
+        agent_cmd: the agent's argv, started once per connection (empty with
+            ``upstream``).
+        audit: audit sink; each connection's records carry ``connection`` and
+            ``connectionId``.
+        upstream: ``ws://HOST:PORT/PATH`` of a remote agent: one WebSocket to
+            it per connection instead of a subprocess (the sidecar form).
+        live: the policy in force and how to reload it (default: ``cfg``,
+            nothing to reload).
+        watch: a config file whose changes reload the policy (``--watch-config``).
         task_status: started with the listening URLs (for ``nursery.start``).
 
     Returns:
@@ -375,6 +594,8 @@ async def run_listen(
     target = parse_ws_url(url, default_host="127.0.0.1")
     if target.secure:
         raise StartupError("--listen serves ws:// only; terminate TLS in front of it")
+    remote = None if upstream is None else (upstream, parse_ws_url(upstream, default_host=None))
+    live = live or LivePolicy(cfg, None, audit)
     token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
     loopback = await is_loopback(target.host)
     if token is None and not loopback:
@@ -392,137 +613,33 @@ async def run_listen(
         token=token is not None,
         allowed_hosts=cfg.listen.allowed_hosts,
     )
-    listener = _Listener(cfg, target, agent_cmd, audit, token, hosts)
+    listener = _Listener(cfg, target, agent_cmd, remote, audit, token, hosts, live)
     slots = _StreamSlots(cfg.listen.max_connections + cfg.listen.max_pending_handshakes)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async with trio.open_nursery() as connections:
-            async with trio.open_nursery() as accepting:
-                server = ByteCountingServer(
-                    listener.handle,
-                    # Typed as socket listeners, but only served with
-                    # trio.serve_listeners, which takes any trio.abc.Listener.
-                    [_BoundedListener(s, slots) for s in sockets],  # type: ignore[misc]
-                    handler_nursery=connections,
-                    max_message_size=cfg.limits.max_message_bytes,
-                    connect_timeout=HANDSHAKE_TIMEOUT_SECONDS,
-                    disconnect_timeout=CLOSE_TIMEOUT_SECONDS,
-                )
-                await accepting.start(server.run)
-                addresses = [_address(s.socket.getsockname()) for s in sockets]
-                urls = [f"ws://{address}{target.path}" for address in addresses]
-                print(f"acp-proxy: listening on {' '.join(urls)}", file=sys.stderr, flush=True)
-                task_status.started(urls)
-                async for signum in signals:
-                    if signum == signal.SIGHUP:
-                        on_sighup(listener)
-                        continue
-                    log.info("signal %d: stopping", signum)
-                    break
-                accepting.cancel_scope.cancel()
+        async with trio.open_nursery() as connections, trio.open_nursery() as accepting:
+            server = _ProbingServer(
+                listener.handle,
+                [_BoundedListener(s, slots) for s in sockets],
+                handler_nursery=connections,
+                max_message_size=cfg.limits.max_message_bytes,
+                connect_timeout=HANDSHAKE_TIMEOUT_SECONDS,
+                disconnect_timeout=CLOSE_TIMEOUT_SECONDS,
+                ready=listener.ready,
+            )
+            await accepting.start(server.run)
+            if watch is not None:
+                await accepting.start(watch_config, watch, live)
+            addresses = [_address(s.socket.getsockname()) for s in sockets]
+            urls = [f"ws://{address}{target.path}" for address in addresses]
+            print(f"acp-proxy: listening on {' '.join(urls)}", file=sys.stderr, flush=True)
+            task_status.started(urls)
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    on_sighup(listener, accepting)
+                    continue
+                log.info("signal %d: stopping", signum)
+                break
+            # still accepting while draining: upgrades get 503, /readyz 503
             await listener.shutdown(connections)
+            accepting.cancel_scope.cancel()
     return 0
-
-
-async def run_connect(cfg: Config, url: str, audit: AuditSink | None) -> int:
-    """Relays the proxy's stdin/stdout (client) to the remote agent at ``url``.
-
-    Sends ``Authorization: Bearer`` when ``listen.token_file`` is set; pings
-    with the ``listen`` keepalive settings. SIGINT/SIGTERM close the
-    connection (1001) and end the relay.
-
-    Returns:
-        0 when the client closed stdin (or a signal, or the agent closed
-        normally); 1 when the connection closes abnormally.
-
-    Raises:
-        StartupError: a bad URL or token file; the endpoint refused the
-            upgrade with 401, 403 or 404 (the sentence names the fix).
-        ConnectFailed: the endpoint cannot be reached or refused otherwise.
-    """
-    target = parse_ws_url(url, default_host=None)
-    token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
-    headers = [(b"Authorization", b"Bearer " + token)] if token is not None else []
-    client = open_stdio_transport(cfg.limits.max_message_bytes)
-    try:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            return await _connect(cfg, target, headers, client, audit, signals)
-    except ConnectionRejected as exc:
-        raise _rejection(url, target, exc.status_code) from None
-    except HandshakeError as exc:
-        detail = str(exc) or type(exc).__name__
-        raise ConnectFailed(f"cannot connect to {url}: {detail}") from None
-    finally:
-        await client.aclose()
-
-
-def _rejection(url: str, target: WsUrl, status: int) -> Exception:
-    """The error for an upgrade ``url`` refused with HTTP ``status``: what to fix, when known."""
-    refused = f"{url} refused the connection (HTTP {status})"
-    if status == 401:
-        return StartupError(
-            f"{refused}: the bearer token is missing or wrong; "
-            "pass the server's token with --token-file (listen.token_file)"
-        )
-    if status == 403:
-        return StartupError(
-            f"{refused}: the server does not allow this client's Origin; "
-            "add it to listen.allowed_origins on the server"
-        )
-    if status == 404:
-        return StartupError(
-            f"{refused}: nothing serves the path {target.path!r} there; "
-            "use the path the server was started with (--listen ws://HOST:PORT/PATH)"
-        )
-    return ConnectFailed(refused)
-
-
-async def _connect(
-    cfg: Config,
-    target: WsUrl,
-    headers: list[tuple[bytes, bytes]],
-    client: FrameTransport,
-    audit: AuditSink | None,
-    signals: AsyncIterator[int],
-) -> int:
-    max_bytes = cfg.limits.max_message_bytes
-    signalled = False
-
-    async def stop_on_signal(agent: WebSocketTransport) -> None:
-        nonlocal signalled
-        async for signum in signals:
-            log.info("signal %d: closing the connection", signum)
-            signalled = True
-            await agent.aclose(CLOSE_GOING_AWAY, "acp-proxy is stopping")
-
-    async with open_websocket_client(
-        target.host,
-        target.port,
-        target.resource,
-        secure=target.secure,
-        headers=headers,
-        max_message_bytes=max_bytes,
-        connect_timeout_seconds=HANDSHAKE_TIMEOUT_SECONDS,
-    ) as ws:
-        agent = WebSocketTransport(ws, Peer.AGENT, max_bytes, audit=audit)
-        relay = Relay(
-            make_core(cfg),
-            client,
-            agent,
-            audit=audit,
-            channel_batches=cfg.limits.channel_messages,
-            drain_seconds=cfg.process.grace_seconds,
-        )
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(stop_on_signal, agent)
-            ping = (cfg.listen.ping_interval_seconds, cfg.listen.ping_timeout_seconds)
-            nursery.start_soon(agent.keepalive, *ping)
-            result = await relay.run()
-            nursery.cancel_scope.cancel()
-    reason = agent.close_reason
-    if result.client_closed_first or signalled:
-        return 0
-    if reason is not None and reason.code in (CLOSE_NORMAL, CLOSE_GOING_AWAY):
-        log.info("the agent closed the connection: %s", describe_close(reason))
-        return 0
-    print(f"acp-proxy: the agent connection closed: {describe_close(reason)}", file=sys.stderr)
-    return 1

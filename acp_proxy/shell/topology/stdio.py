@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
 import trio
 
@@ -16,6 +17,7 @@ from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.relay import AuditSink, Relay
+from acp_proxy.shell.reload import LivePolicy, watch_config
 from acp_proxy.shell.transport.base import FrameTransport
 from acp_proxy.shell.transport.process import STDERR_TAIL_BYTES, AgentProcess, AgentSignalled
 from acp_proxy.shell.transport.stdio import open_stdio_transport
@@ -25,7 +27,11 @@ __all__ = ["agent_relay", "forward_signals", "run_stdio_process", "with_stderr_t
 log = logging.getLogger("acp_proxy")
 
 
-async def forward_signals(agent: AgentProcess, kill_after_seconds: float) -> None:
+async def forward_signals(
+    agent: AgentProcess,
+    kill_after_seconds: float,
+    on_hup: Callable[[], Awaitable[object]] | None = None,
+) -> None:
     """Passes the signals a terminal would send the agent on to its process group, until
     cancelled.
 
@@ -33,7 +39,8 @@ async def forward_signals(agent: AgentProcess, kill_after_seconds: float) -> Non
     its own session, out of the terminal's reach). A second SIGINT escalates
     to SIGTERM. After a SIGTERM, anything of the group still running
     ``kill_after_seconds`` later is killed (an agent ignoring SIGTERM must
-    not keep the proxy alive). Each step is logged at info.
+    not keep the proxy alive). Each step is logged at info. With ``on_hup``
+    (a config file to reload), SIGHUP runs it instead of reaching the agent.
     """
 
     async def kill_later() -> None:
@@ -45,6 +52,10 @@ async def forward_signals(agent: AgentProcess, kill_after_seconds: float) -> Non
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             interrupted = terminating = False
             async for signum in signals:
+                if signum == signal.SIGHUP and on_hup is not None:
+                    log.info("SIGHUP: reloading the policy (not passed on to the agent)")
+                    nursery.start_soon(on_hup)
+                    continue
                 name = signal.Signals(signum).name
                 if signum == signal.SIGINT and interrupted and not terminating:
                     log.info("second SIGINT: sending SIGTERM to the agent's process group")
@@ -117,9 +128,17 @@ def with_stderr_tail(detail: str, tail: bytes) -> str:
 
 
 async def run_stdio_process(
-    config: Config, agent_command: Sequence[str], audit: AuditSink | None
+    config: Config,
+    agent_command: Sequence[str],
+    audit: AuditSink | None,
+    *,
+    live: LivePolicy | None = None,
+    watch: str | None = None,
 ) -> int:
     """Runs the stdio <-> subprocess topology until the agent's group has ended.
+
+    With a reloadable ``live`` policy (a config file), SIGHUP reloads it
+    instead of reaching the agent; with ``watch``, so does a change of that file.
 
     When the agent has exited, the client's requests in flight are answered
     at once; what is left of its process group is ended after
@@ -130,6 +149,9 @@ async def run_stdio_process(
         config: effective configuration.
         agent_command: the agent's argv.
         audit: audit sink or ``None``.
+        live: the policy in force and how to reload it (default: ``config``,
+            nothing to reload).
+        watch: a config file whose changes reload the policy (``--watch-config``).
 
     Returns:
         The proxy's exit status: the agent's, or 127 when the agent cannot be
@@ -144,14 +166,19 @@ async def run_stdio_process(
         log.error("cannot start agent %r: %s", agent_command[0], exc)
         return 127
     client = open_stdio_transport(config.limits.max_message_bytes)
-    core = make_core(config, agent.process.pid)
+    live = live or LivePolicy(config, None, audit)
+    core = make_core(live.config, agent.process.pid)
     relay = agent_relay(core, client, agent, config, audit)
     process = config.process
+    on_hup = partial(live.reload, "SIGHUP") if live.reloadable else None
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(forward_signals, agent, process.kill_after_seconds)
+            nursery.start_soon(forward_signals, agent, process.kill_after_seconds, on_hup)
+            if watch is not None:
+                nursery.start_soon(watch_config, watch, live)
             nursery.start_soon(agent.watch_exit)
-            await relay.run()
+            with live.serving(relay):
+                await relay.run()
             await client.aclose()
             await agent.stop_group(process.grace_seconds, process.kill_after_seconds)
             nursery.cancel_scope.cancel()

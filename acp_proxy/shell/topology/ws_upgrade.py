@@ -1,10 +1,11 @@
 """WebSocket URLs, bearer tokens and upgrade checks for ``--listen`` / ``--connect``.
 
 Pure functions (``is_loopback`` may resolve a name), tested without sockets.
-Upgrade requests are checked in this order, each failure an HTTP status:
-wrong path 404, ``Host`` not naming the listener 421 (DNS rebinding),
-``Origin`` present and not allowed 403 (a browser page), bearer token
-missing or wrong 401.
+:func:`probe_response` answers the health probes (``GET /healthz``,
+``GET /readyz``) that share the listen port. Upgrade requests are checked
+in this order, each failure an HTTP status: wrong path 404, ``Host`` not
+naming the listener 421 (DNS rebinding), ``Origin`` present and not
+allowed 403 (a browser page), bearer token missing or wrong 401.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "check_upgrade",
     "is_loopback",
     "parse_ws_url",
+    "probe_response",
     "read_token",
 ]
 
@@ -223,3 +225,35 @@ def check_upgrade(
         if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), token):
             return 401, "missing or wrong bearer token"
     return None
+
+
+#: the paths of the health probes served on the listen port, besides the ACP endpoint
+PROBE_PATHS = ("/healthz", "/readyz")
+
+
+def probe_response(head: bytes, *, ready: bool) -> bytes | None:
+    """The HTTP answer to a health probe, or ``None`` when ``head`` is not one (pure).
+
+    A probe is ``GET /healthz`` or ``GET /readyz`` (any query) without an
+    ``Upgrade`` header. ``/healthz`` is 200 while the process serves;
+    ``/readyz`` is 200, or 503 when not ``ready`` (draining after SIGTERM).
+
+    Args:
+        head: the request's bytes read so far (request line and headers).
+        ready: the listener accepts new connections.
+    """
+    line, _, rest = head.partition(b"\r\n")
+    parts = line.split(b" ")
+    if len(parts) != 3 or parts[0] != b"GET" or not parts[2].startswith(b"HTTP/1."):
+        return None
+    path = urlsplit(parts[1].decode("latin-1")).path
+    if path not in PROBE_PATHS:
+        return None
+    if any(h.partition(b":")[0].strip().lower() == b"upgrade" for h in rest.split(b"\r\n")):
+        return None
+    status, body = (200, b"ok\n") if ready or path == "/healthz" else (503, b"draining\n")
+    reason = b"OK" if status == 200 else b"Service Unavailable"
+    return (
+        b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+        b"Cache-Control: no-store\r\nConnection: close\r\n\r\n" % (status, reason, len(body))
+    ) + body

@@ -2,14 +2,16 @@
 // ACP client on the official TypeScript SDK's WebSocket transport
 // (@agentclientprotocol/sdk/experimental/ws-client): one scripted turn.
 //
-// usage: node ts_ws_client.mjs SDK_DIR URL
+// usage: node ts_ws_client.mjs SDK_DIR URL [hang]
 //   SDK_DIR: a directory whose node_modules holds @agentclientprotocol/sdk and zod
+//   hang: after session/new, prompt "hang" and report how that request ended
+//   ({code, message} of its error) instead of the scripted turn
 // Prints one JSON object to stdout: what the client saw. Diagnostics go to stderr.
 import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [sdkDir, url] = process.argv.slice(2);
+const [sdkDir, url, mode = "turn"] = process.argv.slice(2);
 const req = createRequire(path.join(path.resolve(sdkDir), "_resolver.js"));
 const load = (spec) => import(pathToFileURL(req.resolve(spec)).href);
 
@@ -39,6 +41,18 @@ await app.connectWith(createWebSocketStream(url), async (ctx) => {
   out.protocolVersion = init.protocolVersion;
   const sess = await ctx.request(methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
   out.sessionId = sess.sessionId;
+  if (mode === "hang") {
+    try {
+      await ctx.request(methods.agent.session.prompt, {
+        sessionId: sess.sessionId,
+        prompt: [{ type: "text", text: "hang" }],
+      });
+      out.hang = { answered: true };
+    } catch (e) {
+      out.hang = { code: e.code, message: e.message };
+    }
+    return;
+  }
   const done = await ctx.request(methods.agent.session.prompt, {
     sessionId: sess.sessionId,
     prompt: [{ type: "text", text: "hello over WebSocket" }],
