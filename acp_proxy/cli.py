@@ -249,7 +249,7 @@ def _main(argv: list[str]) -> int:
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
 
-    hub = open_hub(cfg, run_id, lifecycle=log.isEnabledFor(logging.INFO))
+    hub = open_hub(cfg, run_id)
     install(hub)
     try:
         status = _run(mode, args, cfg, agent_cmd, audit)

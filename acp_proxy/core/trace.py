@@ -3,8 +3,9 @@
 :class:`TracingCore` is a :class:`~acp_proxy.core.engine.ProxyCore` that, besides
 its actions, hands one record (a ``dict``, the shape of docs/trace-format.md) per
 message to ``emit``. It is only built when something observes the traffic (a
-trace file, metrics, OpenTelemetry, ``--log-level info``): a proxy that observes
-nothing runs a plain ``ProxyCore`` and pays nothing for this module.
+trace file, metrics, OpenTelemetry; not the ``info`` life-cycle log, which comes
+from the plain core's reports): a proxy that observes nothing runs a plain
+``ProxyCore`` and pays nothing for this module.
 
 The decision on a message is read from what the engine did with it, never by
 deciding again: the counters of the :class:`~acp_proxy.core.engine.ledger.Ledger`,
@@ -135,6 +136,7 @@ class TracingCore(ProxyCore):
         include_content: put each message's text (secrets redacted) in its record.
         max_tracked: requests in flight remembered for durations (beyond it,
             responses get no ``duration``).
+        label: as :class:`~acp_proxy.core.engine.ProxyCore`'s.
     """
 
     def __init__(
@@ -144,8 +146,9 @@ class TracingCore(ProxyCore):
         emit: Callable[[Record], None],
         include_content: bool = False,
         max_tracked: int = 65536,
+        label: str = "",
     ) -> None:
-        super().__init__(config)
+        super().__init__(config, label=label)
         self.emit = emit
         self.include_content = include_content
         self.seq = 0

@@ -25,7 +25,7 @@ from acp_proxy.shell.trace import TraceWriter
 __all__ = ["alongside", "open_hub"]
 
 
-def open_hub(cfg: Config, run_id: str, *, lifecycle: bool) -> Hub | None:
+def open_hub(cfg: Config, run_id: str) -> Hub | None:
     """The hub for ``cfg``'s ``[trace]`` and ``[telemetry]``, or ``None`` when nothing observes.
 
     Raises:
@@ -43,7 +43,7 @@ def open_hub(cfg: Config, run_id: str, *, lifecycle: bool) -> Hub | None:
         except OSError as exc:
             raise UsageError(f"cannot write the trace {cfg.trace.path!r}: {exc.strerror}") from None
     tally = Tally() if cfg.telemetry.metrics else None
-    hub = Hub(trace=trace, tally=tally, lifecycle=lifecycle)
+    hub = Hub(trace=trace, tally=tally)
     return hub if hub.active else None
 
 

@@ -14,7 +14,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Peer, Report
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.engine.negotiated import Negotiated, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import Evicted, HoldBuffer
@@ -48,6 +48,10 @@ _SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
 #: arrived; this bound keeps that second parse (and everything after it) far from
 #: the recursion limit, so release gives the verdict arrival would have.
 MAX_HELD_NESTING = 200
+
+
+def _name(value: str | None) -> str:
+    return repr(value) if value is not None else "(unnamed)"
 
 
 class AgentDirection:
@@ -131,12 +135,22 @@ class AgentDirection:
             sid = result.get("sessionId")
             if type(sid) is str and len(sid) > self._max_sid:
                 pass  # never known: its traffic is held and expires
-            elif type(sid) is str and self.registry.mark_known(sid):
-                self.release(sid, now, out, f"{method} response")
+            elif type(sid) is str:
+                self.ledger.info(out, "session created", f"session {sid!r} created")
+                if self.registry.mark_known(sid):
+                    self.release(sid, now, out, f"{method} response")
         elif method == "initialize" and isinstance(result, dict):
+            neg = self.negotiated
             pv = result.get("protocolVersion")
             if type(pv) is int:
-                self.negotiated.protocol_version = pv
+                neg.protocol_version = pv
+            neg.agent_name = peer_name(result.get("agentInfo"))
+            self.ledger.info(
+                out,
+                "initialized",
+                f"initialized, protocol version {neg.protocol_version or '?'}; "
+                f"client {_name(neg.client_name)}, agent {_name(neg.agent_name)}",
+            )
 
     def _opened(self, sid: str, ok: bool) -> None:
         """The agent answered a load / resume of ``sid``: a new dedup epoch; an
@@ -502,6 +516,10 @@ class AgentDirection:
                 "session; enforced as a child",
             )
         self.ledger.audit(out, "child_announced", _AGENT, sessionId=cid, parentSessionId=parent)
+        grants = ", ".join(sorted(child.capabilities or ())) or "none"
+        self.ledger.info(
+            out, "child announced", f"child {cid!r} announced under {parent!r}, grants: {grants}"
+        )
         msgs = self.hold.take(cid)
         if msgs:
             self.ledger.audit(
