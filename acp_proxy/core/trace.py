@@ -31,6 +31,8 @@ from acp_proxy.core.wire.jsonrpc import Kind, Message, parse
 
 __all__ = [
     "DECISIONS",
+    "MAX_TRACE_CONTEXT_CHARS",
+    "TRACE_CONTEXT_KEYS",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "Record",
@@ -48,6 +50,11 @@ TRACE_VERSION = 1
 DECISIONS = ("forwarded", "held", "released", "refused", "dropped", "rewritten", "answered")
 
 Record = dict[str, Any]
+
+#: W3C trace context a client request may carry in ``params._meta``, copied to its record
+TRACE_CONTEXT_KEYS = ("traceparent", "tracestate")
+#: longer values are not copied (a W3C ``tracestate`` is at most 512 characters)
+MAX_TRACE_CONTEXT_CHARS = 1024
 
 _KIND_NAMES = {
     Kind.REQUEST: "request",
@@ -268,14 +275,22 @@ class TracingCore(ProxyCore):
         return rec
 
     def _annotate(self, source: Peer, m: Message, rec: Record) -> None:
-        """Life-cycle facts a reader wants: peers' names, negotiated version, sessions made."""
+        """Life-cycle facts a reader wants: peers' names, negotiated version, sessions made,
+        a client request's W3C trace context."""
         body = m.body if type(m.body) is dict else None
         if body is None:
             return
-        if m.kind is Kind.REQUEST and m.method == "initialize" and m.params is not None:
-            info = m.params.get("clientInfo")
-            if type(info) is dict and type(info.get("name")) is str:
-                rec["peer"] = info["name"]
+        if m.kind is Kind.REQUEST and m.params is not None:
+            meta = m.params.get("_meta")
+            if type(meta) is dict and source is Peer.CLIENT:
+                for key in TRACE_CONTEXT_KEYS:
+                    value = meta.get(key)
+                    if type(value) is str and len(value) <= MAX_TRACE_CONTEXT_CHARS:
+                        rec[key] = value
+            if m.method == "initialize":
+                info = m.params.get("clientInfo")
+                if type(info) is dict and type(info.get("name")) is str:
+                    rec["peer"] = info["name"]
         elif m.kind is Kind.RESPONSE:
             entry = self._requests.get((source.other, m.id))
             result = body.get("result")

@@ -54,9 +54,13 @@ KEEP_CLOSED = 16
 
 
 class RecordObserver(Protocol):
-    """Something else that sees every record (e.g. an OpenTelemetry bridge)."""
+    """Something else that sees every record (e.g. the OpenTelemetry bridge)."""
 
-    def observe(self, conn: Connection, record: Record) -> None: ...
+    def observe(self, conn: Connection, record: Record) -> None:
+        """One record of ``conn`` (from the core's thread: must not block)."""
+
+    def shutdown(self) -> None:
+        """The proxy stops (bounded in time)."""
 
 
 class Tally:
@@ -186,6 +190,30 @@ class Hub:
             for n in closed[:-KEEP_CLOSED]:
                 del self.connections[n]
         return core
+
+    def close(self) -> None:
+        """The proxy stops: the other observers shut down, the trace is closed."""
+        for other in self.others:
+            other.shutdown()
+        if self.trace is not None:
+            self.trace.close()
+
+    def totals(self) -> dict[str, int]:
+        """Over the live connections: ``held`` messages, ``held_bytes``, ``children``,
+        ``connections``."""
+        held = held_bytes = children = 0
+        live = self.live()
+        for conn in live:
+            s = conn.core.statistics()
+            held += s.held
+            held_bytes += s.held_bytes
+            children += s.children
+        return {
+            "held": held,
+            "held_bytes": held_bytes,
+            "children": children,
+            "connections": len(live),
+        }
 
     def live(self) -> list[Connection]:
         """Connections whose peers have not both gone, oldest first."""
