@@ -149,6 +149,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="serve /metrics, /healthz, /readyz, /status at HOST:PORT (e.g. 127.0.0.1:9464)",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry spans and metrics over OTLP/HTTP (OTEL_* variables; "
+        "needs acp-proxy[otel]); overrides [telemetry] enabled",
+    )
     return p
 
 
@@ -207,6 +213,8 @@ def effective_config(args: argparse.Namespace) -> Config:
             cfg = attrs.evolve(cfg, trace=trace)
         if args.metrics is not None:
             cfg = attrs.evolve(cfg, telemetry=attrs.evolve(cfg.telemetry, metrics=args.metrics))
+        if args.otel:
+            cfg = attrs.evolve(cfg, telemetry=attrs.evolve(cfg.telemetry, enabled=True))
         if args.max_connections is not None:
             cfg = attrs.evolve(
                 cfg, listen=attrs.evolve(cfg.listen, max_connections=args.max_connections)
@@ -270,7 +278,7 @@ def _main(argv: list[str]) -> int:
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
 
-    hub = open_hub(cfg, run_id, lifecycle=log.isEnabledFor(logging.INFO))
+    hub = open_hub(cfg, run_id)
     install(hub)
     try:
         status = _run(mode, args, cfg, agent_cmd, audit)
@@ -290,8 +298,8 @@ def _main(argv: list[str]) -> int:
         if audit is not None:
             audit.close()
         install(None)
-        if hub is not None and hub.trace is not None:
-            hub.trace.close()
+        if hub is not None:
+            hub.close()
     return _die_like_the_agent(-status) if status < 0 else status
 
 

@@ -165,7 +165,8 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     rss_1mib_kib = max(r.stats.peak_rss_kib for r in tm["proxy"] if r.stats is not None)
 
     log(f"latency: request/response at {sizes.latency_rate_per_s:g} msg/s")
-    lat = latency(sizes)
+    exports: dict[str, int] = {}
+    lat = latency(sizes, exports)
     lat_pct = {
         v: {"p50": round(percentile(x, 50), 3), "p99": round(percentile(x, 99), 3)}
         for v, x in lat.items()
@@ -177,6 +178,11 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     res["added_latency_ms_observed"] = {
         q: round(max(0.0, lat_pct["observed"][q] - lat_pct["direct"][q]), 3) for q in ("p50", "p99")
     }
+    if "otel" in lat_pct:
+        res["added_latency_ms_otel"] = {
+            q: round(max(0.0, lat_pct["otel"][q] - lat_pct["direct"][q]), 3) for q in ("p50", "p99")
+        }
+        res["otel_export_posts"] = exports
     res["added_latency_ms_relay"] = {
         q: round(max(0.0, lat_pct["relay"][q] - lat_pct["direct"][q]), 3) for q in ("p50", "p99")
     }

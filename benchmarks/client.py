@@ -58,8 +58,9 @@ def variant_cmd(variant: str, agent: Sequence[str], proxy_prefix: Sequence[str] 
     """The argv the client launches for ``variant`` in front of ``agent``.
 
     Args:
-        variant: ``"direct"``, ``"relay"``, ``"proxy"`` or ``"observed"`` (the proxy
-            with ``--trace`` to a temporary file and ``--metrics`` on a free port).
+        variant: ``"direct"``, ``"relay"``, ``"proxy"``, ``"observed"`` (the proxy
+            with ``--trace`` to a temporary file and ``--metrics`` on a free port) or
+            ``"otel"`` (the proxy with ``--otel``; the ``OTEL_*`` environment says where).
         agent: the agent's argv.
         proxy_prefix: inserted before ``-m acp_proxy`` (e.g. a profiler).
     """
@@ -75,6 +76,8 @@ def variant_cmd(variant: str, agent: Sequence[str], proxy_prefix: Sequence[str] 
             sys.executable, *proxy_prefix, "-m", "acp_proxy",
             "--trace", trace, "--metrics", "127.0.0.1:0", "--", *agent,
         ]  # fmt: skip
+    if variant == "otel":
+        return [sys.executable, *proxy_prefix, "-m", "acp_proxy", "--otel", "--", *agent]
     raise ValueError(f"unknown variant {variant!r}")
 
 

@@ -118,6 +118,10 @@ def format_table(res: dict[str, Any]) -> str:
     observed = res["added_latency_ms_observed"]
     for q in ("p50", "p99"):
         rows.append((f"  ... with --trace --metrics {q}, ms", "", "", f"{observed[q]:.3f}", "", ""))
+    otel = res.get("added_latency_ms_otel")
+    if otel is not None:  # measured when the otel extra is installed
+        for q in ("p50", "p99"):
+            rows.append((f"  ... with --otel {q}, ms", "", "", f"{otel[q]:.3f}", "", ""))
     rows.append(
         (
             "CPU per message, us",

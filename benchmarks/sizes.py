@@ -119,8 +119,9 @@ PRESETS: dict[str, Sizes] = {
 
 
 VARIANTS = ("direct", "relay", "proxy")
-#: the latency runs also measure the proxy with its trace and metrics on
-LATENCY_VARIANTS = (*VARIANTS, "observed")
+#: the latency runs also measure the proxy with its trace and metrics on, and with
+#: OpenTelemetry exporting to a local collector (when the otel extra is installed)
+LATENCY_VARIANTS = (*VARIANTS, "observed", "otel")
 
 
 def mib(kib: int) -> float:

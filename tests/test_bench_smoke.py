@@ -24,6 +24,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "throughput_1mib_msgs_per_s": ("direct", "relay", "proxy"),
     "added_latency_ms": ("p50", "p99"),
     "added_latency_ms_observed": ("p50", "p99"),
+    "added_latency_ms_otel": ("p50", "p99"),  # the otel extra is in the test extras
+    "otel_export_posts": ("/v1/traces",),  # spans reached the local collector
     "peak_rss_mib": ("stream", "flood", "messages_1mib"),
     "json_parse_us": ("json", "msgspec", "parse"),
 }

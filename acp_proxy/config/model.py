@@ -348,14 +348,17 @@ class TraceConfig:
 
 @attrs.frozen
 class TelemetryConfig:
-    """Metrics and status.
+    """Metrics and status; OpenTelemetry.
 
     Attributes:
         metrics: ``HOST:PORT`` serving ``/metrics``, ``/healthz``, ``/readyz``
             and ``/status``; ``""`` = off.
+        enabled: export spans and metrics over OTLP/HTTP (the ``otel`` extra;
+            where to is the ``OTEL_*`` environment's business).
     """
 
     metrics: str = ""
+    enabled: bool = False
 
 
 @attrs.frozen

@@ -108,10 +108,14 @@ class Report:
     Attributes:
         level: ``"warning"``, ``"info"`` or ``"error"``.
         text: one line.
+        kind: what the shell rate-limits such lines by (``None``: the text up
+            to its first ``":"``), e.g. ``"session created"`` for the info
+            lines of the life-cycle, whose text starts with the connection.
     """
 
     level: str
     text: str
+    kind: str | None = None
 
 
 Action = Send | Audit | Report

@@ -3,8 +3,9 @@
 :class:`TracingCore` is a :class:`~acp_proxy.core.engine.ProxyCore` that, besides
 its actions, hands one record (a ``dict``, the shape of docs/trace-format.md) per
 message to ``emit``. It is only built when something observes the traffic (a
-trace file, metrics, OpenTelemetry, ``--log-level info``): a proxy that observes
-nothing runs a plain ``ProxyCore`` and pays nothing for this module.
+trace file, metrics, OpenTelemetry; not the ``info`` life-cycle log, which comes
+from the plain core's reports): a proxy that observes nothing runs a plain
+``ProxyCore`` and pays nothing for this module.
 
 The decision on a message is read from what the engine did with it, never by
 deciding again: the counters of the :class:`~acp_proxy.core.engine.ledger.Ledger`,
@@ -30,6 +31,8 @@ from acp_proxy.core.wire.jsonrpc import Kind, Message, parse
 
 __all__ = [
     "DECISIONS",
+    "MAX_TRACE_CONTEXT_CHARS",
+    "TRACE_CONTEXT_KEYS",
     "TRACE_FORMAT",
     "TRACE_VERSION",
     "Record",
@@ -47,6 +50,11 @@ TRACE_VERSION = 1
 DECISIONS = ("forwarded", "held", "released", "refused", "dropped", "rewritten", "answered")
 
 Record = dict[str, Any]
+
+#: W3C trace context a client request may carry in ``params._meta``, copied to its record
+TRACE_CONTEXT_KEYS = ("traceparent", "tracestate")
+#: longer values are not copied (a W3C ``tracestate`` is at most 512 characters)
+MAX_TRACE_CONTEXT_CHARS = 1024
 
 _KIND_NAMES = {
     Kind.REQUEST: "request",
@@ -135,6 +143,7 @@ class TracingCore(ProxyCore):
         include_content: put each message's text (secrets redacted) in its record.
         max_tracked: requests in flight remembered for durations (beyond it,
             responses get no ``duration``).
+        label: as :class:`~acp_proxy.core.engine.ProxyCore`'s.
     """
 
     def __init__(
@@ -144,8 +153,9 @@ class TracingCore(ProxyCore):
         emit: Callable[[Record], None],
         include_content: bool = False,
         max_tracked: int = 65536,
+        label: str = "",
     ) -> None:
-        super().__init__(config)
+        super().__init__(config, label=label)
         self.emit = emit
         self.include_content = include_content
         self.seq = 0
@@ -265,14 +275,22 @@ class TracingCore(ProxyCore):
         return rec
 
     def _annotate(self, source: Peer, m: Message, rec: Record) -> None:
-        """Life-cycle facts a reader wants: peers' names, negotiated version, sessions made."""
+        """Life-cycle facts a reader wants: peers' names, negotiated version, sessions made,
+        a client request's W3C trace context."""
         body = m.body if type(m.body) is dict else None
         if body is None:
             return
-        if m.kind is Kind.REQUEST and m.method == "initialize" and m.params is not None:
-            info = m.params.get("clientInfo")
-            if type(info) is dict and type(info.get("name")) is str:
-                rec["peer"] = info["name"]
+        if m.kind is Kind.REQUEST and m.params is not None:
+            meta = m.params.get("_meta")
+            if type(meta) is dict and source is Peer.CLIENT:
+                for key in TRACE_CONTEXT_KEYS:
+                    value = meta.get(key)
+                    if type(value) is str and len(value) <= MAX_TRACE_CONTEXT_CHARS:
+                        rec[key] = value
+            if m.method == "initialize":
+                info = m.params.get("clientInfo")
+                if type(info) is dict and type(info.get("name")) is str:
+                    rec["peer"] = info["name"]
         elif m.kind is Kind.RESPONSE:
             entry = self._requests.get((source.other, m.id))
             result = body.get("result")

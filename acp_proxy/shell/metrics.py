@@ -70,16 +70,6 @@ def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _totals(hub: Hub) -> dict[str, int]:
-    held = held_bytes = children = 0
-    for conn in hub.live():
-        s = conn.core.statistics()
-        held += s.held
-        held_bytes += s.held_bytes
-        children += s.children
-    return {"held": held, "held_bytes": held_bytes, "children": children}
-
-
 def render_metrics(hub: Hub) -> str:
     """The Prometheus text exposition (version 0.0.4) of the hub's counters."""
     tally = hub.tally
@@ -99,7 +89,7 @@ def render_metrics(hub: Hub) -> str:
         family("acp_proxy_decisions_total", "counter", "The proxy's decisions, by kind.")
         for decision, n in sorted(snap["decisions"].items()):
             out.append(f'acp_proxy_decisions_total{{decision="{_esc(decision)}"}} {n}')
-    totals = _totals(hub)
+    totals = hub.totals()
     family("acp_proxy_held_messages", "gauge", "Messages in the hold buffers now.")
     out.append(f"acp_proxy_held_messages {totals['held']}")
     family("acp_proxy_held_bytes", "gauge", "Bytes in the hold buffers now.")
@@ -107,7 +97,7 @@ def render_metrics(hub: Hub) -> str:
     family("acp_proxy_children", "gauge", "Child sessions in the registries now.")
     out.append(f"acp_proxy_children {totals['children']}")
     family("acp_proxy_connections", "gauge", "Client-agent connections open now.")
-    out.append(f"acp_proxy_connections {len(hub.live())}")
+    out.append(f"acp_proxy_connections {totals['connections']}")
     if snap is not None:
         family(
             "acp_proxy_request_duration_seconds",

@@ -1,17 +1,21 @@
-"""Who watches the traffic: the trace file, the metrics, the life-cycle log.
+"""Who watches the traffic: the trace file, the metrics, other observers.
 
 The topologies build each connection's core with :func:`make_core`. When nothing
-observes (no trace, no metrics, log level above ``info``) it
-is a plain :class:`~acp_proxy.core.engine.ProxyCore`: the hot path is not
-touched. Otherwise it is a :class:`~acp_proxy.core.trace.TracingCore` whose
-records go to the :class:`Hub`, which hands each one to every observer:
+observes (no trace, no metrics, no other observer) it is a plain
+:class:`~acp_proxy.core.engine.ProxyCore`: the hot path is not touched. The
+life-cycle log at ``info`` (initialize with the negotiated version and both
+peers' names, each session created, each child announced with its grants,
+each peer's end) needs no observer: the plain core reports those few events
+itself (``Report("info", ...)``, logged by :func:`~acp_proxy.shell.routing.route_actions`);
+agent start and exit are logged by the process transport. Every core is
+labelled ``connection N`` for those lines.
+
+When something observes, the core is a :class:`~acp_proxy.core.trace.TracingCore`
+whose records go to the :class:`Hub`, which hands each one to every observer:
 
 - the :class:`~acp_proxy.shell.trace.TraceWriter` (``--trace``);
 - the :class:`Tally` of counters and request durations (``--metrics``, ``/status``);
-- the life-cycle log at ``info``: initialize (negotiated version, both peers'
-  names), each session created, each child announced with its grants, each
-  peer's end (agent start and exit are logged by the process transport);
-- any other :class:`RecordObserver` (the place for an OpenTelemetry bridge).
+- any other :class:`RecordObserver` (the OpenTelemetry bridge, ``--otel``).
 
 Records may come from a worker thread (a large message): the tally and the
 writer take a lock.
@@ -19,7 +23,7 @@ writer take a lock.
 
 from __future__ import annotations
 
-import logging
+import itertools
 import threading
 import time
 from typing import Any, Protocol
@@ -42,8 +46,6 @@ __all__ = [
     "make_core",
 ]
 
-log = logging.getLogger("acp_proxy.lifecycle")
-
 #: upper bounds (seconds) of the request duration histogram's buckets
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -52,9 +54,13 @@ KEEP_CLOSED = 16
 
 
 class RecordObserver(Protocol):
-    """Something else that sees every record (e.g. an OpenTelemetry bridge)."""
+    """Something else that sees every record (e.g. the OpenTelemetry bridge)."""
 
-    def observe(self, conn: Connection, record: Record) -> None: ...
+    def observe(self, conn: Connection, record: Record) -> None:
+        """One record of ``conn`` (from the core's thread: must not block)."""
+
+    def shutdown(self) -> None:
+        """The proxy stops (bounded in time)."""
 
 
 class Tally:
@@ -108,7 +114,6 @@ class Connection:
         core: its core.
         agent_pid: the agent process's pid, when the proxy started it.
         started: wall-clock start (seconds since the epoch).
-        client_name, agent_name: from ``initialize``, when given.
         closed: the peer that ended first, once one did.
     """
 
@@ -116,9 +121,17 @@ class Connection:
     core: ProxyCore
     agent_pid: int | None
     started: float
-    client_name: str | None = None
-    agent_name: str | None = None
     closed: str | None = None
+
+    @property
+    def client_name(self) -> str | None:
+        """``clientInfo.name`` from ``initialize``, when given."""
+        return self.core.negotiated.client_name
+
+    @property
+    def agent_name(self) -> str | None:
+        """``agentInfo.name`` from ``initialize``, when given."""
+        return self.core.negotiated.agent_name
 
 
 class Hub:
@@ -127,7 +140,6 @@ class Hub:
     Args:
         trace: the trace writer, or ``None``.
         tally: counters for ``/metrics`` and ``/status``, or ``None``.
-        lifecycle: log the life-cycle at ``info``.
         others: more observers.
     """
 
@@ -136,12 +148,10 @@ class Hub:
         *,
         trace: TraceWriter | None = None,
         tally: Tally | None = None,
-        lifecycle: bool = False,
         others: list[RecordObserver] | None = None,
     ) -> None:
         self.trace = trace
         self.tally = tally
-        self.lifecycle = lifecycle
         self.others = others or []
         self.started = time.time()
         self.started_monotonic = time.monotonic()
@@ -152,12 +162,12 @@ class Hub:
     @property
     def active(self) -> bool:
         """True when anything observes the traffic."""
-        return bool(self.trace or self.tally or self.lifecycle or self.others)
+        return bool(self.trace or self.tally or self.others)
 
     def make_core(self, config: Config, agent_pid: int | None = None) -> ProxyCore:
         """A core for a new connection, observed when anything observes."""
         if not self.active:
-            return ProxyCore(config)
+            return ProxyCore(config, label=_plain_label())
         with self._lock:
             self._count += 1
             number = self._count
@@ -170,6 +180,7 @@ class Hub:
             config,
             emit=emit,
             include_content=bool(self.trace and self.trace.include_content),
+            label=f"connection {number}",
         )
         conn = Connection(number, core, agent_pid, time.time())
         holder.append(conn)
@@ -179,6 +190,30 @@ class Hub:
             for n in closed[:-KEEP_CLOSED]:
                 del self.connections[n]
         return core
+
+    def close(self) -> None:
+        """The proxy stops: the other observers shut down, the trace is closed."""
+        for other in self.others:
+            other.shutdown()
+        if self.trace is not None:
+            self.trace.close()
+
+    def totals(self) -> dict[str, int]:
+        """Over the live connections: ``held`` messages, ``held_bytes``, ``children``,
+        ``connections``."""
+        held = held_bytes = children = 0
+        live = self.live()
+        for conn in live:
+            s = conn.core.statistics()
+            held += s.held
+            held_bytes += s.held_bytes
+            children += s.children
+        return {
+            "held": held,
+            "held_bytes": held_bytes,
+            "children": children,
+            "connections": len(live),
+        }
 
     def live(self) -> list[Connection]:
         """Connections whose peers have not both gone, oldest first."""
@@ -191,57 +226,18 @@ class Hub:
             self.trace.write(conn.number, dict(record))
         if self.tally is not None:
             self.tally.observe(record)
-        kind = record.get("type")
-        if kind == "message":
-            self._facts(conn, record)
-        elif kind == "closed" and conn.closed is None:
+        if record.get("type") == "closed" and conn.closed is None:
             conn.closed = record["peer"]
-            if self.lifecycle:
-                log.info(
-                    "connection %d: the %s's side ended%s",
-                    conn.number,
-                    record["peer"],
-                    f": {record['detail']}" if record.get("detail") else "",
-                )
         for other in self.others:
             other.observe(conn, record)
 
-    def _facts(self, conn: Connection, record: Record) -> None:
-        """Life-cycle facts of one message record (names kept for ``/status``)."""
-        peer = record.get("peer")
-        if peer is not None:
-            if record["dir"] == "client->agent":
-                conn.client_name = peer
-            else:
-                conn.agent_name = peer
-        if not self.lifecycle:
-            return
-        if record.get("for_method") == "initialize" and record["decision"] == "forwarded":
-            log.info(
-                "connection %d: initialized, protocol version %s; client %s, agent %s",
-                conn.number,
-                record.get("protocolVersion", "?"),
-                _name(conn.client_name),
-                _name(conn.agent_name),
-            )
-        created = record.get("created")
-        if created is not None and record["decision"] == "forwarded":
-            log.info("connection %d: session %s created", conn.number, created)
-        for ev in record.get("events", ()):
-            if ev["event"] == "child_announced":
-                child = conn.core.registry.children.get(ev.get("sessionId", ""))
-                caps = sorted(child.capabilities or ()) if child is not None else []
-                log.info(
-                    "connection %d: child %s announced under %s, grants: %s",
-                    conn.number,
-                    ev.get("sessionId"),
-                    ev.get("parentSessionId"),
-                    ", ".join(caps) or "none",
-                )
+
+_PLAIN = itertools.count(1)
 
 
-def _name(value: str | None) -> str:
-    return repr(value) if value is not None else "(unnamed)"
+def _plain_label() -> str:
+    """``connection N`` for a core nobody observes (numbered apart from a hub's)."""
+    return f"connection {next(_PLAIN)}"
 
 
 _HUB: Hub | None = None
@@ -262,5 +258,5 @@ def make_core(config: Config, agent_pid: int | None = None) -> ProxyCore:
     """The core for a new connection: observed by the installed hub, or plain."""
     hub = _HUB
     if hub is None:
-        return ProxyCore(config)
+        return ProxyCore(config, label=_plain_label())
     return hub.make_core(config, agent_pid)

@@ -75,10 +75,13 @@ def flush_log_summaries(everything: bool = False) -> None:
 
 
 def _log_report(a: Report) -> None:
+    level = _LEVELS.get(a.level, logging.WARNING)
+    if not log.isEnabledFor(level):
+        return  # neither logged nor counted against the kind's rate
     text = a.text if type(a.text) is str else preview(a.text)
     flush_log_summaries()
-    if LOG_THROTTLE.allow(text.split(":", 1)[0][:60]):
-        log.log(_LEVELS.get(a.level, logging.WARNING), "%s", _cut(text))
+    if LOG_THROTTLE.allow(a.kind or text.split(":", 1)[0][:60]):
+        log.log(level, "%s", _cut(text))
 
 
 def _log_audit(a: Audit) -> None:
@@ -113,8 +116,9 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
 
     Audit records go to ``audit`` (and, at debug level, to the log; held
     traffic dropped on expiry also as a warning); reports go to the log at
-    their level, each line cut to :data:`LOG_LINE_LIMIT`
-    characters and rate-limited per kind (:data:`LOG_THROTTLE`). Sends keep
+    their level (the ``info`` ones are the life-cycle), each line cut to
+    :data:`LOG_LINE_LIMIT` characters and rate-limited per kind
+    (:data:`LOG_THROTTLE`). Sends keep
     their order within each peer.
 
     Args:

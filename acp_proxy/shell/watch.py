@@ -2,9 +2,9 @@
 
 :func:`open_hub` makes the :class:`~acp_proxy.shell.observe.Hub` (``None`` when
 nothing observes, so the cores stay plain); :func:`alongside` runs a mode with
-the ``--metrics`` server next to it. Another observer (an OpenTelemetry bridge)
-plugs into :class:`~acp_proxy.shell.observe.Hub` as a
-:class:`~acp_proxy.shell.observe.RecordObserver`.
+the ``--metrics`` server next to it. The OpenTelemetry bridge
+(:mod:`acp_proxy.shell.otel`, ``--otel``) plugs into the hub as a
+:class:`~acp_proxy.shell.observe.RecordObserver`; it is imported only when on.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from acp_proxy.shell.trace import TraceWriter
 __all__ = ["alongside", "open_hub"]
 
 
-def open_hub(cfg: Config, run_id: str, *, lifecycle: bool) -> Hub | None:
+def open_hub(cfg: Config, run_id: str) -> Hub | None:
     """The hub for ``cfg``'s ``[trace]`` and ``[telemetry]``, or ``None`` when nothing observes.
 
     Raises:
@@ -42,8 +42,19 @@ def open_hub(cfg: Config, run_id: str, *, lifecycle: bool) -> Hub | None:
             )
         except OSError as exc:
             raise UsageError(f"cannot write the trace {cfg.trace.path!r}: {exc.strerror}") from None
-    tally = Tally() if cfg.telemetry.metrics else None
-    hub = Hub(trace=trace, tally=tally, lifecycle=lifecycle)
+    telemetry = cfg.telemetry
+    tally = Tally() if telemetry.metrics or telemetry.enabled else None
+    hub = Hub(trace=trace, tally=tally)
+    if telemetry.enabled:
+        assert tally is not None
+        try:
+            from acp_proxy.shell.otel import open_bridge
+        except ImportError as exc:
+            raise UsageError(
+                "--otel ([telemetry] enabled) needs the otel extra: "
+                f"pip install 'acp-proxy[otel]' ({exc})"
+            ) from None
+        hub.others.append(open_bridge(hub, tally))
     return hub if hub.active else None
 
 
@@ -60,9 +71,4 @@ async def alongside(
             await nursery.start(serve_metrics, cfg.telemetry.metrics, hub, cfg)
         status = await func(*args)
         nursery.cancel_scope.cancel()
-    if hub is not None:
-        for other in hub.others:
-            shutdown = getattr(other, "shutdown", None)
-            if shutdown is not None:
-                shutdown()
     return status

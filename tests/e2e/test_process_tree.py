@@ -191,6 +191,35 @@ async def test_agent_exit_status_is_logged_at_info() -> None:
             assert " exited with status 7" in (await p.all_stderr()).decode()
 
 
+async def test_the_life_cycle_is_logged_at_info_without_a_trace() -> None:
+    """--log-level info alone (no trace, no metrics, so the plain core): initialize with
+    both names and the version, the session created and the end are in the log."""
+    agent = (
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    r = {'protocolVersion': 1, 'agentInfo': {'name': 'stub'}} if m['id'] == 0 "
+        "else {'sessionId': 'S9'}\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': r}), flush=True)\n"
+    )
+    init = {"protocolVersion": 1, "clientInfo": {"name": "tester"}}
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy(_agent_cmd(None, agent, "--log-level", "info")) as proxy:
+            await proxy.send(req(0, "initialize", init))
+            assert (await proxy.out.recv_json())["result"]["protocolVersion"] == 1
+            await proxy.send(req(1, "session/new", {"cwd": "/", "mcpServers": []}))
+            assert (await proxy.out.recv_json())["result"]["sessionId"] == "S9"
+            await proxy.close_stdin()
+            assert await proxy.wait() == 0
+            err = (await proxy.all_stderr()).decode()
+    assert re.search(
+        r"INFO: connection \d+: initialized, protocol version 1; client 'tester', agent 'stub'",
+        err,
+    ), err
+    assert re.search(r"INFO: connection \d+: session 'S9' created", err), err
+    assert re.search(r"INFO: connection \d+: the client's side ended", err), err
+
+
 async def test_proxy_sigkill_ends_an_agent_that_ignores_sigterm(tmp_path: Path) -> None:
     """SIGKILL of the proxy: an agent ignoring SIGTERM is killed all the same (PDEATHSIG)."""
     agent = (

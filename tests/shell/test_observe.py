@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.corekit import AGENT, CLIENT, announce, chunk, req, resp
 
 from acp_proxy.config import Config, ListenConfig
+from acp_proxy.core.actions import Action, Report
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.engine.negotiated import MAX_NAME_CHARS
 from acp_proxy.core.trace import TracingCore
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.metrics import parse_address, serve_metrics
-from acp_proxy.shell.observe import Hub, Tally
+from acp_proxy.shell.observe import Hub, Tally, install, make_core
+from acp_proxy.shell.routing import LOG_THROTTLE, route_actions
+from acp_proxy.shell.watch import open_hub
 
 
 def session(core: ProxyCore) -> None:
@@ -133,16 +138,86 @@ def test_addresses_are_host_and_port() -> None:
             parse_address(bad)
 
 
-def test_the_life_cycle_is_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
-    hub = Hub(lifecycle=True)
-    core = hub.make_core(Config())
-    with caplog.at_level(logging.INFO, logger="acp_proxy.lifecycle"):
+LIFE_CYCLE = [
+    "initialized, protocol version 1; client 'zed', agent 'claude'",
+    "session 's1' created",
+    "child 'kid' announced under 's1', grants: cancel",
+    "the agent's side ended: agent pid 7 exited with status 0",
+]
+
+
+def _logged_life_cycle(core: ProxyCore, caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lines the shell logs for a session through ``core`` (as the relay does)."""
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="acp_proxy"):
+        for actions in session_actions(core):
+            route_actions(actions, None)
+        route_actions(core.peer_closed(AGENT, 3.0, "agent pid 7 exited with status 0"), None)
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+
+
+def session_actions(core: ProxyCore) -> list[list[Action]]:
+    """:func:`session`, keeping each call's actions."""
+    out: list[list[Action]] = []
+    real = core.receive
+
+    def keep(*args: Any) -> list[Action]:
+        out.append(real(*args))
+        return out[-1]
+
+    core.receive = keep  # type: ignore[method-assign]
+    try:
         session(core)
-        core.peer_closed(AGENT, 3.0, "agent pid 7 exited with status 0")
-    lines = [r.getMessage() for r in caplog.records]
-    assert lines == [
-        "connection 1: initialized, protocol version 1; client 'zed', agent 'claude'",
-        "connection 1: session s1 created",
-        "connection 1: child kid announced under s1, grants: cancel",
-        "connection 1: the agent's side ended: agent pid 7 exited with status 0",
-    ]
+    finally:
+        del core.receive
+    return out
+
+
+def test_info_logging_alone_keeps_the_plain_core(caplog: pytest.LogCaptureFixture) -> None:
+    """--log-level info with no trace and no metrics: the cores are plain (no tracing cost),
+    and the life-cycle still reaches the log, from the plain core's own reports."""
+    assert open_hub(Config(), "run") is None
+    install(None)
+    core = make_core(Config())
+    assert type(core) is ProxyCore
+    assert not isinstance(core, TracingCore)
+    label = core.ledger.label
+    assert re.fullmatch(r"connection \d+", label)
+    assert _logged_life_cycle(core, caplog) == [f"{label}: {line}" for line in LIFE_CYCLE]
+    # the names are the core's, for /status
+    assert (core.negotiated.client_name, core.negotiated.agent_name) == ("zed", "claude")
+
+
+def test_the_life_cycle_is_logged_once_when_traced(caplog: pytest.LogCaptureFixture) -> None:
+    """With a trace or metrics (the tracing core) the lines are the same, not doubled."""
+    hub = Hub(tally=Tally())
+    core = hub.make_core(Config())
+    assert type(core) is TracingCore
+    assert _logged_life_cycle(core, caplog) == [f"connection 1: {line}" for line in LIFE_CYCLE]
+    conn = hub.connections[1]
+    assert (conn.client_name, conn.agent_name, conn.closed) == ("zed", "claude", "agent")
+
+
+def test_life_cycle_reports_cost_nothing_above_info(caplog: pytest.LogCaptureFixture) -> None:
+    """At warning level the info reports are neither logged nor counted by the rate limit
+    (so no "suppressed" summary appears for lines nobody asked for)."""
+    core = ProxyCore(Config(), label="connection 9")
+    suppressed = LOG_THROTTLE.total_suppressed
+    with caplog.at_level(logging.WARNING, logger="acp_proxy"):
+        for _ in range(50):
+            route_actions(core.receive(CLIENT, req(0, "initialize", {}), 0.0), None)
+            route_actions(core.receive(AGENT, resp(0, {"protocolVersion": 1}), 0.0), None)
+    assert caplog.records == []
+    assert LOG_THROTTLE.total_suppressed == suppressed
+
+
+def test_a_peer_name_is_kept_bounded() -> None:
+    core = ProxyCore(Config())
+    huge = "x" * 100_000
+    core.receive(CLIENT, req(0, "initialize", {"clientInfo": {"name": huge}}), 0.0)
+    actions = core.receive(AGENT, resp(0, {"protocolVersion": 1, "agentInfo": {"name": 7}}), 0.0)
+    assert core.negotiated.client_name == "x" * MAX_NAME_CHARS
+    assert core.negotiated.agent_name is None
+    (report,) = [a for a in actions if type(a) is Report]
+    assert report.kind == "initialized"
+    assert report.text.endswith("agent (unnamed)")

@@ -14,7 +14,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.engine.negotiated import Negotiated, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import Evicted, HoldBuffer
@@ -41,6 +41,10 @@ _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
 
 #: Updates a v1 client must have opted into (``clientCapabilities.subagents``).
 _SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
+
+
+def _name(value: str | None) -> str:
+    return repr(value) if value is not None else "(unnamed)"
 
 
 class AgentDirection:
@@ -129,12 +133,22 @@ class AgentDirection:
             sid = result.get("sessionId")
             if type(sid) is str and len(sid) > self._max_sid:
                 pass  # never known: its traffic is held and expires
-            elif type(sid) is str and self.registry.mark_known(sid):
-                self.release(sid, now, out, f"{method} response")
+            elif type(sid) is str:
+                self.ledger.info(out, "session created", f"session {sid!r} created")
+                if self.registry.mark_known(sid):
+                    self.release(sid, now, out, f"{method} response")
         elif method == "initialize" and isinstance(result, dict):
+            neg = self.negotiated
             pv = result.get("protocolVersion")
             if type(pv) is int:
-                self.negotiated.protocol_version = pv
+                neg.protocol_version = pv
+            neg.agent_name = peer_name(result.get("agentInfo"))
+            self.ledger.info(
+                out,
+                "initialized",
+                f"initialized, protocol version {neg.protocol_version or '?'}; "
+                f"client {_name(neg.client_name)}, agent {_name(neg.agent_name)}",
+            )
 
     def _opened(self, sid: str, ok: bool) -> None:
         """The agent answered a load / resume of ``sid``: a new dedup epoch; an
@@ -506,6 +520,10 @@ class AgentDirection:
             )
         self.ledger.audit(
             out, AuditEvent.CHILD_ANNOUNCED, _AGENT, sessionId=cid, parentSessionId=parent
+        )
+        grants = ", ".join(sorted(child.capabilities or ())) or "none"
+        self.ledger.info(
+            out, "child announced", f"child {cid!r} announced under {parent!r}, grants: {grants}"
         )
         msgs = self.hold.take(cid)
         if msgs:

@@ -15,7 +15,7 @@ from acp_proxy.core.actions import Action, AuditEvent, Peer
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated
+from acp_proxy.core.engine.negotiated import Negotiated, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
@@ -158,12 +158,14 @@ class ClientDirection:
         self.ledger.audit(out, event, _CLIENT, **fields)
 
     def _client_initialize(self, m: Message) -> None:
-        """Records whether the client opted into subagents (v1 ``clientCapabilities.subagents``)."""
+        """Records whether the client opted into subagents (v1 ``clientCapabilities.subagents``)
+        and its name."""
         p = m.params or {}
         caps = p.get("clientCapabilities")
         self.negotiated.client_subagents = (
             type(caps) is dict and type(caps.get("subagents")) is dict
         )
+        self.negotiated.client_name = peer_name(p.get("clientInfo"))
 
     def _open(self, sid: str, method: str, now: float, out: list[Action]) -> None:
         """A ``session/load`` / ``session/resume`` of ``sid`` goes to the agent: the

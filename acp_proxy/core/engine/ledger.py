@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_proxy.core.actions import Action, Audit, AuditEvent, Peer, Send
+from acp_proxy.core.actions import Action, Audit, AuditEvent, Peer, Report, Send
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.inflight import InFlight, Pending
 from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, error_frame
@@ -32,18 +32,28 @@ class Ledger:
         inflight: the connection's requests in flight.
         include_content: copy a dropped message's text into its audit record
             (``audit.include_content``).
+        label: what the life-cycle lines (:meth:`info`) start with, e.g.
+            ``"connection 1"`` (nothing when empty).
     """
 
-    def __init__(self, counters: Counters, inflight: InFlight, include_content: bool) -> None:
+    def __init__(
+        self, counters: Counters, inflight: InFlight, include_content: bool, label: str = ""
+    ) -> None:
         self.n = counters
         self.inflight = inflight
         self.include_content = include_content
+        self.label = label
 
     def audit(
         self, out: list[Action], event: AuditEvent, source: Peer | None, **fields: Any
     ) -> None:
         """Appends one audit record (``source`` gives its direction)."""
         out.append(Audit(event, source.direction if source else None, fields))
+
+    def info(self, out: list[Action], kind: str, text: str) -> None:
+        """Appends a life-cycle line for the log at ``info`` (a few per session, never
+        per message: initialize, a session created, a child announced, a peer gone)."""
+        out.append(Report("info", f"{self.label}: {text}" if self.label else text, kind))
 
     def forward(self, out: list[Action], to: Peer, data: bytes) -> None:
         """Delivers one message to ``to``."""

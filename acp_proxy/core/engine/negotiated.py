@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["Negotiated"]
+__all__ = ["MAX_NAME_CHARS", "Negotiated", "peer_name"]
+
+#: characters kept of a peer's name (``clientInfo.name`` / ``agentInfo.name``)
+MAX_NAME_CHARS = 128
 
 
 @attrs.define(slots=True)
@@ -15,7 +18,20 @@ class Negotiated:
         protocol_version: from the agent's ``initialize`` result, or ``None``.
         client_subagents: protocol v1: the client advertised
             ``clientCapabilities.subagents`` (an object).
+        client_name, agent_name: ``clientInfo.name`` of the request and
+            ``agentInfo.name`` of the result, when strings (at most
+            :data:`MAX_NAME_CHARS` kept).
     """
 
     protocol_version: int | None = None
     client_subagents: bool = False
+    client_name: str | None = None
+    agent_name: str | None = None
+
+
+def peer_name(info: object) -> str | None:
+    """``info.name`` of a ``clientInfo`` / ``agentInfo`` object, cut to :data:`MAX_NAME_CHARS`."""
+    if type(info) is not dict:
+        return None
+    name = info.get("name")
+    return name[:MAX_NAME_CHARS] if type(name) is str else None

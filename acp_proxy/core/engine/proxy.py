@@ -76,6 +76,9 @@ class ProxyCore:
 
     Args:
         config: the effective configuration (defaults when omitted).
+        label: what its life-cycle lines (``info`` reports: initialize, sessions
+            created, children announced, a peer gone) start with, e.g.
+            ``"connection 1"``.
 
     Every public method returns a list of actions for the shell to carry out
     in order; none of them raises on anything a peer sends. The hot path
@@ -96,7 +99,7 @@ class ProxyCore:
         agent: the agent direction.
     """
 
-    def __init__(self, config: Config | None = None) -> None:
+    def __init__(self, config: Config | None = None, *, label: str = "") -> None:
         self.config = config = config or Config()
         limits = config.limits
         self.registry = Registry(
@@ -114,7 +117,7 @@ class ProxyCore:
         self.dedup = StateDedup(limits.max_dedup_bytes)
         self.n = Counters()
         self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
-        self.ledger = Ledger(self.n, self.inflight, config.audit.include_content)
+        self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
         self.agent = AgentDirection(
@@ -426,6 +429,9 @@ class ProxyCore:
         text = detail or f"{peer.value} closed the connection"
         gone[peer] = text
         self.ledger.audit(out, AuditEvent.PEER_CLOSED, peer, reason=text)
+        self.ledger.info(
+            out, "side ended", f"the {peer.value}'s side ended" + (f": {detail}" if detail else "")
+        )
         if peer is _AGENT:
             self.permissions.agent_gone()
             for ev in self.hold.evict_all("agent_exited"):
