@@ -275,3 +275,23 @@ def test_a_lower_limit_applies_to_runs_and_held_messages() -> None:
     out = core.receive(AGENT, announce("P", "K"), 0.0)
     assert sends(out, CLIENT)[1:] == [held]
     assert_accounting(core)
+
+
+@pytest.mark.parametrize("extra", [0, 300])
+def test_a_large_frame_gets_the_nesting_verdict_a_small_one_gets(extra: int) -> None:
+    """Padded past limits.dense_message_bytes (read through a view), a frame nested over the
+    limit is still refused, and one at the limit still forwarded (found by a hostile review:
+    a 600-deep prompt padded past 1 MiB reached the agent)."""
+    pad = "A" * (1100 * 1024)
+    for depth, refused in ((LIMIT, False), (LIMIT + 1, True), (600, True), (5000, True)):
+        inner = _nested(depth - 2)
+        for rid in (None, 5):
+            head = '{"jsonrpc":"2.0",' + ("" if rid is None else f'"id":{rid},')
+            frame = (head + f'"method":"x","params":{{"pad":"{pad}","a":{inner}}}}}').encode()
+            core = ProxyCore()
+            out = _at_stack_depth(extra, partial(core.receive, CLIENT, frame, 0.0))
+            assert (sends(out, AGENT) == []) is refused, (depth, rid)
+            if refused and rid is not None:
+                [answer] = sends(out, CLIENT)
+                assert "limits.max_nesting_depth" in decoded(answer)["error"]["message"]
+            assert_accounting(core)
