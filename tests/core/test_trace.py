@@ -184,3 +184,75 @@ def test_redact_keeps_json_valid_and_cuts_secret_named_values() -> None:
     assert redact("ghp_" + "Z" * 36) == "[REDACTED]"
     assert redact("AKIAABCDEFGHIJKLMNOP") == "[REDACTED]"
     assert redact("nothing secret here") == "nothing secret here"
+
+
+def test_redact_cuts_acp_env_and_header_values_whatever_their_names() -> None:
+    new = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/new",
+        "params": {
+            "cwd": "/w",
+            "mcpServers": [
+                {
+                    "name": "db",
+                    "command": "db-mcp",
+                    "args": ["--verbose"],
+                    "env": [
+                        {"name": "DATABASE_PASSWORD", "value": "hunter2-super-secret"},
+                        {"name": "PLAIN", "value": "innocent-looking"},
+                    ],
+                },
+                {
+                    "type": "http",
+                    "name": "web",
+                    "url": "https://mcp.example/x",
+                    "headers": [{"name": "X-Api-Key", "value": "abcdef123456"}],
+                },
+            ],
+        },
+    }
+    out = json.loads(redact(json.dumps(new)))
+    db, web = out["params"]["mcpServers"]
+    assert db["env"] == [
+        {"name": "DATABASE_PASSWORD", "value": "[REDACTED]"},
+        {"name": "PLAIN", "value": "[REDACTED]"},
+    ]
+    assert web["headers"] == [{"name": "X-Api-Key", "value": "[REDACTED]"}]
+    assert db["args"] == ["--verbose"]
+    assert web["url"] == "https://mcp.example/x"
+    assert list(out) == list(new)  # same keys, same order
+    assert out["id"] == 3
+    terminal = {
+        "method": "terminal/create",
+        "params": {"command": "make", "env": [{"name": "HOME", "value": "/home/me"}]},
+    }
+    assert json.loads(redact(json.dumps(terminal)))["params"]["env"][0]["value"] == "[REDACTED]"
+
+
+def test_redact_works_on_decoded_keys_and_any_value_type() -> None:
+    assert json.loads(redact('{"api\\u005fkey":"leak-escaped-key"}')) == {"api_key": "[REDACTED]"}
+    text = json.dumps({"password": 12345678, "client_secret": ["a", "b"], "token": {"v": "x"}})
+    assert json.loads(redact(text)) == {
+        "password": "[REDACTED]",
+        "client_secret": "[REDACTED]",
+        "token": "[REDACTED]",
+    }
+    usage = '{"usage":{"inputTokens":12,"outputTokens":3.50e1},"sessionId":"s1"}'
+    assert redact(usage) == usage  # counts are no secrets; an untouched text is unchanged
+    # duplicate keys do not hide a secret from the decoded value
+    assert "first" not in redact('{"password":"first","password":"[REDACTED]"}')
+
+
+def test_redact_cuts_credentials_in_urls_and_strings() -> None:
+    text = json.dumps(
+        {"params": {"url": "https://user:pa55word@host/x?access_token=QQQQQQ&page=2"}}
+    )
+    url = json.loads(redact(text))["params"]["url"]
+    assert url == "https://[REDACTED]@host/x?access_token=[REDACTED]&page=2"
+    cmd = redact(json.dumps({"command": "DATABASE_PASSWORD=hunter2 psql --host=db"}))
+    assert json.loads(cmd) == {"command": "DATABASE_PASSWORD=[REDACTED] psql --host=db"}
+    assert redact("not json: Bearer abc.def") == "not json: Bearer [REDACTED]"
+    assert json.loads(redact('{"t":"\\ud800 sk-ant-' + "x" * 20 + '"}')) == {
+        "t": "\ud800 [REDACTED]"
+    }
