@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,30 @@ def test_plain_initialize_in_chain_mode_explains_itself() -> None:
     assert answer["id"] == 5
     assert answer["error"]["code"] == -32600
     assert "acp-proxy -- AGENT_CMD" in answer["error"]["message"]
+
+
+def _run_with_closed_stdout(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """Runs acp-proxy with its stdout a pipe whose reader is already gone (``... | head``)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "acp_proxy", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=90,
+            cwd=ROOT,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_a_closed_stdout_ends_quietly_with_status_141() -> None:
+    """`acp-proxy demo | head -1`, `demo --json | head -1`, `config strict | head -1`: no
+    traceback, status 128 + SIGPIPE as a shell reports for a tool that SIGPIPE ended."""
+    for args in (("demo",), ("demo", "--json"), ("config", "strict")):
+        r = _run_with_closed_stdout(*args)
+        assert r.returncode == 141, (args, r.stderr)
+        assert b"Traceback" not in r.stderr, r.stderr
+        assert b"BrokenPipe" not in r.stderr, r.stderr
