@@ -289,8 +289,8 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
-    if mode == "listen" and agent_cmd:
-        find_command(agent_cmd[0])
+    if mode in ("stdio", "listen") and agent_cmd:
+        find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     run_id = os.urandom(6).hex()
     audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
     from acp_proxy.shell.observe import install

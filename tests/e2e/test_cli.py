@@ -64,10 +64,28 @@ def test_check_config_rejects_unknown_key(tmp_path: Path) -> None:
     assert b"hold.foo" in r.stderr
 
 
-def test_agent_that_cannot_start_exits_127() -> None:
-    """A missing agent executable gives exit status 127 and a message on stderr."""
+def test_missing_agent_command_exits_2_with_the_helpful_sentence() -> None:
+    """The stdio form says what --listen and check-config say about a missing agent."""
+    r = run("--", "no-such-agent-cmd", "--acp")
+    assert r.returncode == 2, r.stderr
+    assert (
+        b"agent command 'no-such-agent-cmd' was not found on PATH; give its absolute path "
+        b"(editors often start the proxy with a shorter PATH" in r.stderr
+    )
+    assert b"Errno" not in r.stderr
     r = run("--", "/nonexistent/agent-binary")
-    assert r.returncode == 127
+    assert r.returncode == 2, r.stderr
+    assert b"agent command '/nonexistent/agent-binary' does not exist" in r.stderr
+
+
+def test_agent_that_exists_but_cannot_start_exits_127(tmp_path: Path) -> None:
+    """An agent executable the system cannot run (here: its interpreter is missing)
+    gives exit status 127 and a message on stderr."""
+    agent = tmp_path / "agent"
+    agent.write_text("#!/nonexistent/interpreter\n")
+    agent.chmod(0o755)
+    r = run("--", str(agent))
+    assert r.returncode == 127, r.stderr
     assert b"cannot start agent" in r.stderr
 
 
