@@ -27,6 +27,7 @@ from typing import Any
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer, Send
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.engine.negotiated import peer_info
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import Kind, Message, parse
 
@@ -404,7 +405,7 @@ class TracingCore(ProxyCore):
                     if type(value) is str and len(value) <= MAX_TRACE_CONTEXT_CHARS:
                         rec[key] = value
             if m.method == "initialize":
-                info = m.params.get("clientInfo")
+                info = peer_info(m.params, "clientInfo")
                 if type(info) is dict and type(info.get("name")) is str:
                     rec["peer"] = info["name"]
         elif m.kind is Kind.RESPONSE:
@@ -413,7 +414,7 @@ class TracingCore(ProxyCore):
             if entry is None or type(result) is not dict:
                 return
             if entry[0] == "initialize":
-                info = result.get("agentInfo")
+                info = peer_info(result, "agentInfo")
                 if type(info) is dict and type(info.get("name")) is str:
                     rec["peer"] = info["name"]
                 if type(result.get("protocolVersion")) is int:

@@ -221,3 +221,37 @@ def test_a_peer_name_is_kept_bounded() -> None:
     (report,) = [a for a in actions if type(a) is Report]
     assert report.kind == "initialized"
     assert report.text.endswith("agent (unnamed)")
+
+
+def test_protocol_v2_peer_names_are_read_from_info() -> None:
+    """v2 `initialize` names the peers in `info` (not clientInfo/agentInfo): the info log
+    line, /status (the connection) and the trace's `peer` all carry the names."""
+    hub = Hub(tally=Tally())
+    core = hub.make_core(Config())
+    assert type(core) is TracingCore
+    records: list[dict[str, Any]] = []
+    to_hub = core.emit
+
+    def emit(record: dict[str, Any]) -> None:
+        records.append(record)
+        to_hub(record)
+
+    core.emit = emit
+    v2_client = {"protocolVersion": 2, "info": {"name": "zed", "version": "1"}, "capabilities": {}}
+    core.receive(CLIENT, req(0, "initialize", v2_client), 0.0)
+    v2_agent = {
+        "protocolVersion": 2,
+        "info": {"name": "claude", "version": "2"},
+        "capabilities": {},
+    }
+    actions = core.receive(AGENT, resp(0, v2_agent), 0.0)
+    (report,) = [a for a in actions if type(a) is Report]
+    assert report.text.endswith("client 'zed', agent 'claude'")
+    conn = hub.connections[1]
+    assert (conn.client_name, conn.agent_name) == ("zed", "claude")
+    assert [r.get("peer") for r in records if r["type"] == "message"] == ["zed", "claude"]
+    # a v1 spelling still wins where both are given
+    core = ProxyCore(Config())
+    both = {"clientInfo": {"name": "v1-name"}, "info": {"name": "v2-name"}}
+    core.receive(CLIENT, req(0, "initialize", both), 0.0)
+    assert core.negotiated.client_name == "v1-name"
