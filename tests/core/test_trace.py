@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from support.corekit import (
@@ -20,7 +22,7 @@ from support.corekit import (
 from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.actions import Action
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.trace import DECISIONS, TracingCore, redact
+from acp_proxy.core.trace import DECISIONS, TracingCore, header, redact
 from acp_proxy.core.wire.framing import Lines
 
 
@@ -256,3 +258,25 @@ def test_redact_cuts_credentials_in_urls_and_strings() -> None:
     assert json.loads(redact('{"t":"\\ud800 sk-ant-' + "x" * 20 + '"}')) == {
         "t": "\ud800 [REDACTED]"
     }
+
+
+def test_the_readme_jq_line_selects_only_message_records_not_forwarded() -> None:
+    """The README's jq filter over a trace (header, messages, closed records) prints a row
+    for each message the proxy did not forward and none for the other records (whose
+    decision is absent). Its select() condition is evaluated here as written."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (line,) = [
+        ln for ln in readme.splitlines() if ln.startswith("jq ") and ln.endswith(" /tmp/t.jsonl")
+    ]
+    cond = re.search(r"select\((.*?)\) \|", line)
+    assert cond is not None, line
+    python = re.sub(r"\.(\w+)", r'r.get("\1")', cond.group(1))
+    core, records = traced()
+    start(core)
+    core.receive(AGENT, chunk("unknown", "early"), 1.0)  # held: not forwarded
+    core.peer_closed(AGENT, 2.0, "eof")
+    trace = [header(False), *records]
+    assert {"header", "message", "closed"} <= {r["type"] for r in trace}
+    rows = [r for r in trace if eval(python, {}, {"r": r})]
+    assert rows
+    assert all(r["type"] == "message" and r["decision"] != "forwarded" for r in rows)
