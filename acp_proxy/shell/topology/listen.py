@@ -549,7 +549,8 @@ def on_sighup(listener: _Listener, nursery: trio.Nursery) -> None:
     A server is never stopped by SIGHUP (a closing terminal, a supervisor's
     reload): every connection and its agent go on, under the reloaded policy.
     """
-    log.info("SIGHUP: reloading the policy (%d connections)", listener.active)
+    if listener.live.reloadable:  # else reload() says there is nothing to reload
+        log.info("SIGHUP: reloading the policy (%d connections)", listener.active)
     nursery.start_soon(listener.live.reload, "SIGHUP")
 
 
