@@ -49,6 +49,25 @@ async def get(port: int, path: str, headers: dict[str, str] | None = None) -> tu
     return int(head.split()[1]), body
 
 
+async def test_metrics_answers_carry_standard_reason_phrases() -> None:
+    """`HTTP/1.1 404 Not Found`, not `HTTP/1.1 404 ` (an empty reason phrase)."""
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_metrics, "127.0.0.1:0", Hub(tally=Tally()), Config())
+        for request, line in (
+            (b"GET /nope HTTP/1.1", b"HTTP/1.1 404 Not Found"),
+            (b"GET /metrics HTTP/1.1", b"HTTP/1.1 200 OK"),
+            (b"DELETE /metrics HTTP/1.1", b"HTTP/1.1 405 Method Not Allowed"),
+        ):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(request + b"\r\nHost: 127.0.0.1\r\n\r\n")
+            data = b""
+            while chunk_ := await stream.receive_some(65536):
+                data += chunk_
+            await stream.aclose()
+            assert data.partition(b"\r\n")[0] == line
+        nursery.cancel_scope.cancel()
+
+
 def test_a_hub_that_observes_nothing_gives_the_plain_core() -> None:
     assert type(Hub().make_core(Config())) is ProxyCore
     assert type(Hub(tally=Tally()).make_core(Config())) is TracingCore
