@@ -228,13 +228,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acp-proxy``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(argv)
+        status = _main(argv)
+        sys.stdout.flush()
+        return status
     except UsageError as exc:
         print(f"acp-proxy: {exc}", file=sys.stderr)
         return 2
     except ConnectFailed as exc:
         print(f"acp-proxy: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+#: the status of a command whose standard output was closed by its reader (``demo |
+#: head -1``): 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended
+STDOUT_CLOSED_STATUS = 128 + 13
+
+
+def _stdout_closed() -> int:
+    """Quiet exit when the reader of stdout went away: stdout is pointed at
+    /dev/null so that the interpreter's final flush does not fail again."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return STDOUT_CLOSED_STATUS
 
 
 def _main(argv: list[str]) -> int:
@@ -270,8 +289,8 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
-    if mode == "listen" and agent_cmd:
-        find_command(agent_cmd[0])
+    if mode in ("stdio", "listen") and agent_cmd:
+        find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     run_id = os.urandom(6).hex()
     audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
     from acp_proxy.shell.observe import install

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 import typing
 from pathlib import Path
@@ -21,6 +22,7 @@ from acp_proxy.config import (
     ListenConfig,
     ProcessConfig,
 )
+from acp_proxy.config.files import BUNDLED, bundled_text
 from acp_proxy.config.io import config_from_dict, dump_config, load_config
 from acp_proxy.config.model import OnExpire
 
@@ -108,6 +110,20 @@ def test_strict_toml_loads() -> None:
     assert cfg.limits.max_message_bytes == 8 * 1024 * 1024
     assert cfg.audit.path
     assert cfg.audit.include_content is False
+
+
+#: wording of the project's task tracker, not of a user's documentation
+_TASK_TEXT = re.compile(r"(?i)\bissue \d+|acceptance check|your note|implement it as written")
+
+
+def test_shipped_configurations_are_user_documentation() -> None:
+    """The files a user reads or prints (`acp-proxy config NAME`, config/examples) say
+    nothing of the project's issues or tasks."""
+    texts = {f"acp-proxy config {name}": bundled_text(name) for name in BUNDLED}
+    texts |= {str(p): p.read_text() for p in sorted((CONFIG_DIR / "examples").glob("*.toml"))}
+    assert len(texts) >= 3
+    found = {where: m.group(0) for where, text in texts.items() if (m := _TASK_TEXT.search(text))}
+    assert found == {}
 
 
 def test_empty_file_gives_defaults(tmp_path: Path) -> None:

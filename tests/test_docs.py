@@ -12,6 +12,7 @@ This file is left out of the scan: its own references are fixtures.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,3 +183,36 @@ def test_every_document_reference_resolves() -> None:
         for line, ref, problem in problems(path.read_text(encoding="utf-8"))
     ]
     assert not found, f"{len(found)} unresolved document references:\n" + "\n".join(found)
+
+
+# --- what the README says the project needs ----------------------------------------
+
+
+def _readme_paragraph(containing: str) -> str:
+    (para,) = [
+        " ".join(p.split())
+        for p in (ROOT / "README.md").read_text(encoding="utf-8").split("\n\n")
+        if containing in p
+    ]
+    return para
+
+
+def test_the_readme_names_every_runtime_dependency() -> None:
+    """The wheel's install note names each of pyproject.toml's dependencies."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    names = [re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0] for d in project["dependencies"]]
+    assert len(names) >= 8
+    note = _readme_paragraph("runtime dependencies")
+    assert [n for n in names if n not in note] == []
+
+
+def test_the_readme_says_what_the_typescript_interop_tests_need() -> None:
+    """node, npm, the SDK version the tests install, and that they fail offline."""
+    conftest = (ROOT / "tests" / "interop" / "conftest.py").read_text(encoding="utf-8")
+    version = re.search(r'TS_SDK_VERSION = "([^"]+)"', conftest)
+    assert version is not None
+    note = _readme_paragraph(".cache/ts-sdk")
+    assert f"`@agentclientprotocol/sdk` {version.group(1)}" in note
+    assert "node" in note
+    assert "npm registry" in note
+    assert "they fail" in note

@@ -18,6 +18,7 @@ Pure: no I/O, the clock is the ``now`` argument; records are plain values.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from typing import Any
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer, Send
 from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.engine.negotiated import peer_info
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import Kind, Message, parse
 
@@ -66,10 +68,40 @@ _KIND_NAMES = {
 }
 
 _REDACTED = "[REDACTED]"
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+
+#: a JSON key (or ``NAME=value`` / query parameter name) whose value is a secret, matched
+#: on the name lower-cased with ``_``, ``-`` and ``.`` removed; ``token`` not followed by
+#: ``s`` so that usage counts (``inputTokens``) stay
+_SECRET_NAME = re.compile(
+    r"apikey|privatekey|accesskey|secretkey|passw(?:or)?d|passphrase|secret|credential"
+    r"|authorization|cookie|token(?!s)|signature"
+)
+#: query parameters that carry a credential although their name says nothing of it
+_SECRET_QUERY_NAMES = frozenset({"key", "sig", "code", "auth", "pass", "pwd"})
+#: keys whose value lists ``{"name", "value"}`` objects (ACP's ``env`` of an MCP server
+#: or ``terminal/create``, an HTTP MCP server's ``headers``): every value is redacted
+_NAME_VALUE_KEYS = frozenset({"env", "headers"})
+
+
+def _secret_name(name: str) -> bool:
+    return _SECRET_NAME.search(re.sub(r"[_\-.]", "", name.lower())) is not None
+
+
+def _name_value_sub(m: re.Match[str]) -> str:
+    return m.group(1) + _REDACTED if _secret_name(m.group(2)) else m.group(0)
+
+
+def _query_sub(m: re.Match[str]) -> str:
+    name = m.group(2)
+    if _secret_name(name) or name.lower() in _SECRET_QUERY_NAMES:
+        return m.group(1) + _REDACTED
+    return m.group(0)
+
+
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # Authorization: Bearer / Basic credentials
     (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/\-]+=*"), r"\1\2" + _REDACTED),
-    # values of keys that name a secret: "api_key": "...", "password": "..."
+    # values of keys that name a secret in JSON text: "api_key": "...", "password": "..."
     (
         re.compile(
             r'(?i)("(?:[a-z0-9_\-]*(?:api[_\-]?key|token|secret|password|passwd|authorization'
@@ -77,6 +109,12 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         r"\1" + _REDACTED + r"\3",
     ),
+    # credentials in a URL: scheme://user:password@host (the whole user information)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#\"']+@"), r"\1" + _REDACTED + "@"),
+    # secret query parameters: ?access_token=..., &api_key=..., &sig=...
+    (re.compile(r"([?&;]([A-Za-z0-9_.\-]+)=)[^&#\s\"'<>]+"), _query_sub),
+    # NAME=value of a secret-named variable: DATABASE_PASSWORD=..., --api-key=...
+    (re.compile(r"(\b([A-Za-z][A-Za-z0-9_.\-]*)=)[^\s&\"']+"), _name_value_sub),
     # common API key shapes
     (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"), _REDACTED),  # OpenAI, Anthropic
     (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"), _REDACTED),  # GitHub
@@ -93,16 +131,95 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def redact(text: str) -> str:
-    """``text`` with bearer tokens, secret-named values and common API key shapes replaced.
-
-    Works on the JSON text (a redacted message stays valid JSON with the same
-    keys, in the same order), for the trace copy only: forwarded bytes are never
-    touched.
-    """
+def _redact_text(text: str) -> str:
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+class _Number(str):
+    """A JSON number kept as its text (so that re-encoding does not change it)."""
+
+
+class _Object(list[tuple[str, Any]]):
+    """A JSON object as its members in order, duplicate keys kept."""
+
+
+def _is_name_value_list(value: Any) -> bool:
+    return type(value) is list and all(
+        type(item) is _Object and any(k == "value" for k, _ in item) for item in value
+    )
+
+
+def _redact_value(value: Any, secret: bool = False) -> Any:
+    """``value`` (decoded with :class:`_Object` and :class:`_Number`) with secrets replaced."""
+    if secret and value is not None:
+        return _REDACTED
+    if type(value) is str:
+        return _redact_text(value)
+    if type(value) is list:
+        return [_redact_value(v) for v in value]
+    if type(value) is _Object:
+        out = _Object()
+        for key, v in value:
+            if key in _NAME_VALUE_KEYS and type(v) is _Object:
+                v = _Object((k, _REDACTED if x is not None else None) for k, x in v)
+            elif key in _NAME_VALUE_KEYS and _is_name_value_list(v):
+                v = [
+                    _Object(
+                        (k, _REDACTED if k == "value" and x is not None else _redact_value(x))
+                        for k, x in item
+                    )
+                    for item in v
+                ]
+            else:
+                v = _redact_value(v, _secret_name(key))
+            out.append((_redact_text(key), v))
+        return out
+    return value
+
+
+def _encode(value: Any, ascii: bool) -> str:
+    if type(value) is _Object:
+        return "{" + ",".join(_encode(k, ascii) + ":" + _encode(v, ascii) for k, v in value) + "}"
+    if type(value) is list:
+        return "[" + ",".join(_encode(v, ascii) for v in value) + "]"
+    if type(value) is _Number:
+        return str.__str__(value)
+    return json.dumps(value, ensure_ascii=ascii)
+
+
+def redact(text: str) -> str:
+    """``text`` with its secrets replaced by ``[REDACTED]`` (docs/trace-format.md section 4).
+
+    A JSON text is redacted by structure, on its decoded value: every value of an
+    ``env`` or ``headers`` list of ``{"name", "value"}`` objects (or object), any
+    value under a secret-named key, and in every string bearer tokens, URL
+    credentials, secret query parameters, secret ``NAME=value`` pairs and common
+    API key shapes. It is then encoded again (compact, keys in the same order,
+    numbers as written); a text with nothing to redact is returned unchanged.
+    Text that is not JSON gets the string rules only. For the trace copy only:
+    forwarded bytes are never touched.
+    """
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_Object,
+            parse_int=_Number,
+            parse_float=_Number,
+            parse_constant=_Number,
+        )
+        redacted = _redact_value(value)
+        if redacted == value:
+            return text
+        out = _encode(redacted, ascii=False)
+    except (ValueError, RecursionError):
+        return _redact_text(text)
+    try:
+        out.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a \ud800 escape: write it escaped
+        return _encode(redacted, ascii=True)
+    return out
 
 
 def header(include_content: bool, **extra: Any) -> Record:
@@ -288,7 +405,7 @@ class TracingCore(ProxyCore):
                     if type(value) is str and len(value) <= MAX_TRACE_CONTEXT_CHARS:
                         rec[key] = value
             if m.method == "initialize":
-                info = m.params.get("clientInfo")
+                info = peer_info(m.params, "clientInfo")
                 if type(info) is dict and type(info.get("name")) is str:
                     rec["peer"] = info["name"]
         elif m.kind is Kind.RESPONSE:
@@ -297,7 +414,7 @@ class TracingCore(ProxyCore):
             if entry is None or type(result) is not dict:
                 return
             if entry[0] == "initialize":
-                info = result.get("agentInfo")
+                info = peer_info(result, "agentInfo")
                 if type(info) is dict and type(info.get("name")) is str:
                     rec["peer"] = info["name"]
                 if type(result.get("protocolVersion")) is int:

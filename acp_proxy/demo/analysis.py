@@ -53,6 +53,13 @@ class Analysis:
             messages delivered between that resume request and its answer (history).
         reannounced: child id -> received position of its first ``subagent_update``
             carrying ``capabilities`` after that answer (grants again).
+        in_event: index in ``agent_in`` -> index into ``run.events`` of the client
+            message it is (the messages the proxy made itself have none).
+        out_after: for each of ``agent_out``, the index in ``agent_in`` of the last
+            message the agent had received before it sent it (-1: none yet).
+        proxy_answers: index in ``dropped`` requests of ``agent_out`` -> index in
+            ``agent_in`` of the answer the proxy made itself (the agent received a
+            response the client never sent, to a request the client never saw).
     """
 
     received: list[int]
@@ -65,6 +72,9 @@ class Analysis:
     resume_answer: int | None = None
     replayed: dict[int, str] = field(default_factory=dict)
     reannounced: dict[str, int] = field(default_factory=dict)
+    in_event: dict[int, int] = field(default_factory=dict)
+    out_after: list[int] = field(default_factory=list)
+    proxy_answers: dict[int, int] = field(default_factory=dict)
 
 
 def analyse(run: Run) -> Analysis:
@@ -106,12 +116,36 @@ def analyse(run: Run) -> Analysis:
                 held[pos] = prev
                 break
     sent = [i for i, ev in enumerate(run.events) if ev.kind == "message" and ev.direction == C2P]
-    reached = _in_order_pairs(
-        [_key(run.events[i].message) for i in sent], list(map(_key, agent_in))
-    )
-    an = Analysis(received, origin, agent_out, agent_in, dropped, held, {sent[a] for a in reached})
+    pairs = _in_order_pairs([_key(run.events[i].message) for i in sent], list(map(_key, agent_in)))
+    an = Analysis(received, origin, agent_out, agent_in, dropped, held, {sent[a] for a in pairs})
+    an.in_event = {b: sent[a] for a, b in pairs.items()}
+    seen_in = -1
+    for e in run.agent_log:
+        if e.get("dir") == "in":
+            seen_in += 1
+        elif e.get("dir") == "out":
+            an.out_after.append(seen_in)
+    _find_proxy_answers(an)
     _find_boundary(run, an)
     return an
+
+
+def _find_proxy_answers(an: Analysis) -> None:
+    """Fills ``proxy_answers``: a dropped agent request whose answer reached the agent
+    although no client message carried it."""
+    made = [
+        b
+        for b, m in enumerate(an.agent_in)
+        if b not in an.in_event and isinstance(m, dict) and "method" not in m and "id" in m
+    ]
+    for j in an.dropped:
+        msg = an.agent_out[j].get("message")
+        if not (isinstance(msg, dict) and "method" in msg and "id" in msg):
+            continue
+        b = next((b for b in made if an.agent_in[b].get("id") == msg["id"]), None)
+        if b is not None:
+            made.remove(b)
+            an.proxy_answers[j] = b
 
 
 def _find_boundary(run: Run, an: Analysis) -> None:
@@ -139,8 +173,8 @@ def _find_boundary(run: Run, an: Analysis) -> None:
             an.reannounced.setdefault(cid, pos)
 
 
-def _in_order_pairs(xs: list[str], ys: list[str]) -> set[int]:
-    """Indices into ``xs`` of a longest common subsequence of ``xs`` and ``ys``."""
+def _in_order_pairs(xs: list[str], ys: list[str]) -> dict[int, int]:
+    """A longest common subsequence of ``xs`` and ``ys``: index in ``xs`` -> index in ``ys``."""
     n, m = len(xs), len(ys)
     best = [[0] * (m + 1) for _ in range(n + 1)]
     for a in range(n - 1, -1, -1):
@@ -148,11 +182,11 @@ def _in_order_pairs(xs: list[str], ys: list[str]) -> set[int]:
             best[a][b] = (
                 best[a + 1][b + 1] + 1 if xs[a] == ys[b] else max(best[a + 1][b], best[a][b + 1])
             )
-    out: set[int] = set()
+    out: dict[int, int] = {}
     a = b = 0
     while a < n and b < m:
         if xs[a] == ys[b]:
-            out.add(a)
+            out[a] = b
             a, b = a + 1, b + 1
         elif best[a + 1][b] >= best[a][b + 1]:
             a += 1

@@ -16,7 +16,12 @@ from acp_proxy.demo.transcript import C2P, P2C, Run, update_of
 
 __all__ = ["render", "render_json"]
 
-ARROWS = {C2P: "client -> proxy", P2C: "proxy -> client", "dropped": "agent -> proxy "}
+ARROWS = {
+    C2P: "client -> proxy",
+    P2C: "proxy -> client",
+    "dropped": "agent -> proxy ",
+    "to_agent": "proxy -> agent ",
+}
 WIDTH = max(72, min(110, shutil.get_terminal_size((100, 24)).columns - 1))
 COL = 25  # where message summaries start
 
@@ -72,6 +77,24 @@ def _dropped_note(reasons: list[tuple[str, str]]) -> str:
             "new and the proxy does not pass it on (audit: duplicate_dropped)."
         )
     return f"DROPPED by the proxy: {why} (audit: {event})."
+
+
+def _proxy_answer_note(run: Run, msg: Any) -> str:
+    """The note on an agent request the proxy answered itself (a permission rule)."""
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    record = next(
+        (r for r in run.audit if r.get("event") == "permission_decided" and r.get("id") == rid),
+        None,
+    )
+    if record is None:
+        how, event = "no audit record", "?"
+    else:
+        verb = {"deny": "denied", "allow": "allowed"}.get(str(record.get("action")), "decided")
+        how, event = f"{verb} by rule {record.get('rule')}", "permission_decided"
+    return (
+        f"ANSWERED by the proxy: {how} (audit: {event}). The client never saw this "
+        "request; the agent received the proxy's answer, below."
+    )
 
 
 def _client_note(run: Run, an: Analysis, i: int) -> str | None:
@@ -197,16 +220,21 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
     add("  client -> proxy   sent by the client")
     add("  proxy -> client   delivered to the client (written by the agent unless noted)")
     add("  agent -> proxy    written by the agent, stopped by the proxy")
+    add("  proxy -> agent    written by the proxy to the agent (the client never saw it)")
     add("  [n]               JSON-RPC request id (requests and their responses)")
     add("  *                 what the proxy did, from the audit log and the agent's own log")
     add("  ($TMP is a temporary directory, removed when the demo ends.)")
 
-    # A dropped agent message is shown after the delivered one the agent sent just before it
-    # (keys: indices in an.agent_out; -1: before everything).
+    # A dropped agent message is shown after the later of the delivered one the agent sent
+    # just before it and the client message the agent had received last when it sent it
+    # (keys: indices in run.events; -1: before everything).
+    event_of = {a: an.received[pos] for pos, a in enumerate(an.origin) if a is not None}
     drops_after: dict[int, list[int]] = {}
     for j in an.dropped:
-        prev = max((a for a in an.origin if a is not None and a < j), default=-1)
-        drops_after.setdefault(prev, []).append(j)
+        prev = max((a for a in an.origin if a is not None and a < j), default=None)
+        after = an.out_after[j] if j < len(an.out_after) else -1
+        anchor = max(-1 if prev is None else event_of[prev], an.in_event.get(after, -1))
+        drops_after.setdefault(anchor, []).append(j)
     reasons = [
         (str(r.get("event")), str(r.get("reason", "")))
         for r in run.audit
@@ -218,8 +246,14 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
 
     def show_drops(after: int) -> None:
         for j in drops_after.get(after, []):
-            lines.extend(_msg_lines(ARROWS["dropped"], an.agent_out[j].get("message")))
-            lines.extend(_wrap(_dropped_note(reasons), "* ", note_col))
+            msg = an.agent_out[j].get("message")
+            lines.extend(_msg_lines(ARROWS["dropped"], msg))
+            answer = an.proxy_answers.get(j)
+            if answer is None:
+                lines.extend(_wrap(_dropped_note(reasons), "* ", note_col))
+                continue
+            lines.extend(_wrap(_proxy_answer_note(run, msg), "* ", note_col))
+            lines.extend(_msg_lines(ARROWS["to_agent"], an.agent_in[answer]))
 
     show_drops(-1)
     for i, ev in enumerate(run.events):
@@ -233,6 +267,7 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
             note = _client_note(run, an, i)
             if note:
                 lines.extend(_wrap(note, "* ", note_col))
+            show_drops(i)
             continue
         pos = pos_of_event[i]
         msg = ev.message
@@ -261,9 +296,7 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
                     note_col,
                 )
             )
-        origin = an.origin[pos]
-        if origin is not None:
-            show_drops(origin)
+        show_drops(i)
 
     steps = sum(1 for e in run.events if e.kind == "step")
     title = f"{steps + 1}. the client closes stdin: the proxy closes the agent's stdin and exits"

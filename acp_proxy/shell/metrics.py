@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import time
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -233,6 +234,7 @@ async def _serve_one(
         code, ctype, body = _respond(hub, target)
     response = h11.Response(
         status_code=code,
+        reason=HTTPStatus(code).phrase,
         headers=[
             ("content-type", ctype),
             ("content-length", str(len(body))),

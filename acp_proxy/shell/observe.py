@@ -125,12 +125,12 @@ class Connection:
 
     @property
     def client_name(self) -> str | None:
-        """``clientInfo.name`` from ``initialize``, when given."""
+        """``clientInfo.name`` (v2: ``info.name``) from ``initialize``, when given."""
         return self.core.negotiated.client_name
 
     @property
     def agent_name(self) -> str | None:
-        """``agentInfo.name`` from ``initialize``, when given."""
+        """``agentInfo.name`` (v2: ``info.name``) from ``initialize``, when given."""
         return self.core.negotiated.agent_name
 
 

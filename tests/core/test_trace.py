@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from support.corekit import (
@@ -20,7 +22,7 @@ from support.corekit import (
 from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.actions import Action
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.trace import DECISIONS, TracingCore, redact
+from acp_proxy.core.trace import DECISIONS, TracingCore, header, redact
 from acp_proxy.core.wire.framing import Lines
 
 
@@ -184,3 +186,97 @@ def test_redact_keeps_json_valid_and_cuts_secret_named_values() -> None:
     assert redact("ghp_" + "Z" * 36) == "[REDACTED]"
     assert redact("AKIAABCDEFGHIJKLMNOP") == "[REDACTED]"
     assert redact("nothing secret here") == "nothing secret here"
+
+
+def test_redact_cuts_acp_env_and_header_values_whatever_their_names() -> None:
+    new = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/new",
+        "params": {
+            "cwd": "/w",
+            "mcpServers": [
+                {
+                    "name": "db",
+                    "command": "db-mcp",
+                    "args": ["--verbose"],
+                    "env": [
+                        {"name": "DATABASE_PASSWORD", "value": "hunter2-super-secret"},
+                        {"name": "PLAIN", "value": "innocent-looking"},
+                    ],
+                },
+                {
+                    "type": "http",
+                    "name": "web",
+                    "url": "https://mcp.example/x",
+                    "headers": [{"name": "X-Api-Key", "value": "abcdef123456"}],
+                },
+            ],
+        },
+    }
+    out = json.loads(redact(json.dumps(new)))
+    db, web = out["params"]["mcpServers"]
+    assert db["env"] == [
+        {"name": "DATABASE_PASSWORD", "value": "[REDACTED]"},
+        {"name": "PLAIN", "value": "[REDACTED]"},
+    ]
+    assert web["headers"] == [{"name": "X-Api-Key", "value": "[REDACTED]"}]
+    assert db["args"] == ["--verbose"]
+    assert web["url"] == "https://mcp.example/x"
+    assert list(out) == list(new)  # same keys, same order
+    assert out["id"] == 3
+    terminal = {
+        "method": "terminal/create",
+        "params": {"command": "make", "env": [{"name": "HOME", "value": "/home/me"}]},
+    }
+    assert json.loads(redact(json.dumps(terminal)))["params"]["env"][0]["value"] == "[REDACTED]"
+
+
+def test_redact_works_on_decoded_keys_and_any_value_type() -> None:
+    assert json.loads(redact('{"api\\u005fkey":"leak-escaped-key"}')) == {"api_key": "[REDACTED]"}
+    text = json.dumps({"password": 12345678, "client_secret": ["a", "b"], "token": {"v": "x"}})
+    assert json.loads(redact(text)) == {
+        "password": "[REDACTED]",
+        "client_secret": "[REDACTED]",
+        "token": "[REDACTED]",
+    }
+    usage = '{"usage":{"inputTokens":12,"outputTokens":3.50e1},"sessionId":"s1"}'
+    assert redact(usage) == usage  # counts are no secrets; an untouched text is unchanged
+    # duplicate keys do not hide a secret from the decoded value
+    assert "first" not in redact('{"password":"first","password":"[REDACTED]"}')
+
+
+def test_redact_cuts_credentials_in_urls_and_strings() -> None:
+    text = json.dumps(
+        {"params": {"url": "https://user:pa55word@host/x?access_token=QQQQQQ&page=2"}}
+    )
+    url = json.loads(redact(text))["params"]["url"]
+    assert url == "https://[REDACTED]@host/x?access_token=[REDACTED]&page=2"
+    cmd = redact(json.dumps({"command": "DATABASE_PASSWORD=hunter2 psql --host=db"}))
+    assert json.loads(cmd) == {"command": "DATABASE_PASSWORD=[REDACTED] psql --host=db"}
+    assert redact("not json: Bearer abc.def") == "not json: Bearer [REDACTED]"
+    assert json.loads(redact('{"t":"\\ud800 sk-ant-' + "x" * 20 + '"}')) == {
+        "t": "\ud800 [REDACTED]"
+    }
+
+
+def test_the_readme_jq_line_selects_only_message_records_not_forwarded() -> None:
+    """The README's jq filter over a trace (header, messages, closed records) prints a row
+    for each message the proxy did not forward and none for the other records (whose
+    decision is absent). Its select() condition is evaluated here as written."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (line,) = [
+        ln for ln in readme.splitlines() if ln.startswith("jq ") and ln.endswith(" /tmp/t.jsonl")
+    ]
+    cond = re.search(r"select\((.*?)\) \|", line)
+    assert cond is not None, line
+    python = re.sub(r"\.(\w+)", r'r.get("\1")', cond.group(1))
+    core, records = traced()
+    start(core)
+    core.receive(AGENT, chunk("unknown", "early"), 1.0)  # held: not forwarded
+    core.peer_closed(AGENT, 2.0, "eof")
+    trace = [header(False), *records]
+    assert {"header", "message", "closed"} <= {r["type"] for r in trace}
+    rows = [r for r in trace if eval(python, {}, {"r": r})]
+    assert rows
+    assert all(r["type"] == "message" and r["decision"] != "forwarded" for r in rows)

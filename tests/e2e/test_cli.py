@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,10 +64,28 @@ def test_check_config_rejects_unknown_key(tmp_path: Path) -> None:
     assert b"hold.foo" in r.stderr
 
 
-def test_agent_that_cannot_start_exits_127() -> None:
-    """A missing agent executable gives exit status 127 and a message on stderr."""
+def test_missing_agent_command_exits_2_with_the_helpful_sentence() -> None:
+    """The stdio form says what --listen and check-config say about a missing agent."""
+    r = run("--", "no-such-agent-cmd", "--acp")
+    assert r.returncode == 2, r.stderr
+    assert (
+        b"agent command 'no-such-agent-cmd' was not found on PATH; give its absolute path "
+        b"(editors often start the proxy with a shorter PATH" in r.stderr
+    )
+    assert b"Errno" not in r.stderr
     r = run("--", "/nonexistent/agent-binary")
-    assert r.returncode == 127
+    assert r.returncode == 2, r.stderr
+    assert b"agent command '/nonexistent/agent-binary' does not exist" in r.stderr
+
+
+def test_agent_that_exists_but_cannot_start_exits_127(tmp_path: Path) -> None:
+    """An agent executable the system cannot run (here: its interpreter is missing)
+    gives exit status 127 and a message on stderr."""
+    agent = tmp_path / "agent"
+    agent.write_text("#!/nonexistent/interpreter\n")
+    agent.chmod(0o755)
+    r = run("--", str(agent))
+    assert r.returncode == 127, r.stderr
     assert b"cannot start agent" in r.stderr
 
 
@@ -93,3 +112,30 @@ def test_plain_initialize_in_chain_mode_explains_itself() -> None:
     assert answer["id"] == 5
     assert answer["error"]["code"] == -32600
     assert "acp-proxy -- AGENT_CMD" in answer["error"]["message"]
+
+
+def _run_with_closed_stdout(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """Runs acp-proxy with its stdout a pipe whose reader is already gone (``... | head``)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "acp_proxy", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=90,
+            cwd=ROOT,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_a_closed_stdout_ends_quietly_with_status_141() -> None:
+    """`acp-proxy demo | head -1`, `demo --json | head -1`, `config strict | head -1`: no
+    traceback, status 128 + SIGPIPE as a shell reports for a tool that SIGPIPE ended."""
+    for args in (("demo",), ("demo", "--json"), ("config", "strict")):
+        r = _run_with_closed_stdout(*args)
+        assert r.returncode == 141, (args, r.stderr)
+        assert b"Traceback" not in r.stderr, r.stderr
+        assert b"BrokenPipe" not in r.stderr, r.stderr

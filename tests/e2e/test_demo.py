@@ -57,11 +57,24 @@ def _update(msg: Any) -> tuple[Any, dict[str, Any]]:
     return msg["params"]["sessionId"], msg["params"]["update"]
 
 
-def test_human_output_shows_the_key_facts() -> None:
-    """The readable demo exits 0 and explains holding, duplicates, rejection and the audit trail."""
+@pytest.fixture(scope="module")
+def human() -> str:
+    """The readable output of one demo run."""
     proc = _demo()
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout
+    return proc.stdout
+
+
+def _section(out: str, number: int) -> str:
+    """Step ``number`` of the readable transcript, its lines joined by single spaces."""
+    start = out.index(f"\n{number}. ")
+    end = out.index(f"\n{number + 1}. ", start)
+    return " ".join(out[start:end].split())
+
+
+def test_human_output_shows_the_key_facts(human: str) -> None:
+    """The readable demo exits 0 and explains holding, duplicates, rejection and the audit trail."""
+    out = human
     assert "HELD, then RELEASED" in out
     assert "DUPLICATE REMOVED" in out
     assert "MUTATION REJECTED" in out
@@ -78,6 +91,21 @@ def test_human_output_shows_the_key_facts() -> None:
         assert event in out
     assert "[FAIL]" not in out
     assert "PASS" in out
+
+
+def test_human_output_puts_the_denied_permission_request_in_the_step_that_caused_it(
+    human: str,
+) -> None:
+    """The agent's request for a web fetch follows the step-11 prompt that made it ask, and
+    is shown as answered by the proxy (the agent got a result the client never saw)."""
+    assert "perm-fetch" not in _section(human, 10)
+    step11 = _section(human, 11)
+    prompt = step11.index("client -> proxy [8] session/prompt")
+    ask = step11.index("agent -> proxy [perm-fetch] session/request_permission")
+    note = "ANSWERED by the proxy: denied by rule no-network-tools (audit: permission_decided)"
+    answer = step11.index('proxy -> agent [perm-fetch] result: {"outcome": {"outcome": "selected",')
+    assert prompt < ask < step11.index(note) < answer < step11.index("[perm-edit]")
+    assert "DROPPED" not in step11
 
 
 def test_json_all_checks_pass(records: list[dict[str, Any]]) -> None:

@@ -227,13 +227,17 @@ async def test_agent_output_is_drained_after_exit_however_slow_the_client(
             assert await proxy.wait() == 6
 
 
-async def test_agent_command_not_found() -> None:
-    """An agent command that cannot be started: exit status 127 and a message on stderr."""
+async def test_agent_command_that_cannot_be_started(tmp_path: Path) -> None:
+    """An agent executable that cannot be started (its interpreter is missing): exit
+    status 127 and a message on stderr."""
+    agent = tmp_path / "agent-binary"
+    agent.write_text("#!/nonexistent/interpreter\n")
+    agent.chmod(0o755)
     with trio.fail_after(TIMEOUT):
-        async with open_proxy([*proxy_command(), "/nonexistent/agent-binary"]) as proxy:
+        async with open_proxy([*proxy_command(), str(agent)]) as proxy:
             await proxy.out.expect_eof()
             assert await proxy.wait() == 127
-            assert b"cannot start agent '/nonexistent/agent-binary'" in await proxy.all_stderr()
+            assert f"cannot start agent '{agent}'".encode() in await proxy.all_stderr()
 
 
 async def test_half_written_last_line_is_reported_not_forwarded() -> None:

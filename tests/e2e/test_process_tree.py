@@ -313,7 +313,8 @@ async def _send_json(ws: Any, obj: Any) -> Any:
 
 
 async def test_sighup_does_not_stop_a_listen_server() -> None:
-    """SIGHUP to --listen: the open connection goes on being served; SIGTERM still stops it."""
+    """SIGHUP to --listen: the open connection goes on being served, the log says once
+    that there is nothing to reload (no --config); SIGTERM still stops it."""
     cmd = [*proxy_command("--listen", "ws://127.0.0.1:0/acp", "--log-level", "info"), *AGENT_CMD]
     with trio.fail_after(TIMEOUT):
         async with open_proxy(cmd) as proxy:
@@ -324,6 +325,8 @@ async def test_sighup_does_not_stop_a_listen_server() -> None:
                 assert (await _send_json(ws, init))["result"]["protocolVersion"] == 1
                 proxy.process.send_signal(signal.SIGHUP)
                 await proxy.wait_for_stderr("SIGHUP: no --config file, nothing to reload")
+                # one line, not a "reloading" line for a reload that cannot happen
+                assert "SIGHUP: reloading" not in proxy.stderr_text()
                 new = {"jsonrpc": "2.0", "id": 1, "method": "session/new",
                        "params": {"cwd": "/", "mcpServers": []}}  # fmt: skip
                 assert "sessionId" in (await _send_json(ws, new))["result"]

@@ -49,6 +49,25 @@ async def get(port: int, path: str, headers: dict[str, str] | None = None) -> tu
     return int(head.split()[1]), body
 
 
+async def test_metrics_answers_carry_standard_reason_phrases() -> None:
+    """`HTTP/1.1 404 Not Found`, not `HTTP/1.1 404 ` (an empty reason phrase)."""
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_metrics, "127.0.0.1:0", Hub(tally=Tally()), Config())
+        for request, line in (
+            (b"GET /nope HTTP/1.1", b"HTTP/1.1 404 Not Found"),
+            (b"GET /metrics HTTP/1.1", b"HTTP/1.1 200 OK"),
+            (b"DELETE /metrics HTTP/1.1", b"HTTP/1.1 405 Method Not Allowed"),
+        ):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            await stream.send_all(request + b"\r\nHost: 127.0.0.1\r\n\r\n")
+            data = b""
+            while chunk_ := await stream.receive_some(65536):
+                data += chunk_
+            await stream.aclose()
+            assert data.partition(b"\r\n")[0] == line
+        nursery.cancel_scope.cancel()
+
+
 def test_a_hub_that_observes_nothing_gives_the_plain_core() -> None:
     assert type(Hub().make_core(Config())) is ProxyCore
     assert type(Hub(tally=Tally()).make_core(Config())) is TracingCore
@@ -221,3 +240,37 @@ def test_a_peer_name_is_kept_bounded() -> None:
     (report,) = [a for a in actions if type(a) is Report]
     assert report.kind == "initialized"
     assert report.text.endswith("agent (unnamed)")
+
+
+def test_protocol_v2_peer_names_are_read_from_info() -> None:
+    """v2 `initialize` names the peers in `info` (not clientInfo/agentInfo): the info log
+    line, /status (the connection) and the trace's `peer` all carry the names."""
+    hub = Hub(tally=Tally())
+    core = hub.make_core(Config())
+    assert type(core) is TracingCore
+    records: list[dict[str, Any]] = []
+    to_hub = core.emit
+
+    def emit(record: dict[str, Any]) -> None:
+        records.append(record)
+        to_hub(record)
+
+    core.emit = emit
+    v2_client = {"protocolVersion": 2, "info": {"name": "zed", "version": "1"}, "capabilities": {}}
+    core.receive(CLIENT, req(0, "initialize", v2_client), 0.0)
+    v2_agent = {
+        "protocolVersion": 2,
+        "info": {"name": "claude", "version": "2"},
+        "capabilities": {},
+    }
+    actions = core.receive(AGENT, resp(0, v2_agent), 0.0)
+    (report,) = [a for a in actions if type(a) is Report]
+    assert report.text.endswith("client 'zed', agent 'claude'")
+    conn = hub.connections[1]
+    assert (conn.client_name, conn.agent_name) == ("zed", "claude")
+    assert [r.get("peer") for r in records if r["type"] == "message"] == ["zed", "claude"]
+    # a v1 spelling still wins where both are given
+    core = ProxyCore(Config())
+    both = {"clientInfo": {"name": "v1-name"}, "info": {"name": "v2-name"}}
+    core.receive(CLIENT, req(0, "initialize", both), 0.0)
+    assert core.negotiated.client_name == "v1-name"

@@ -366,3 +366,36 @@ async def test_a_burst_of_agent_lines_arrives_as_one_text_message_each() -> None
             got = [await ws.get_message() for _ in range(50)]
     assert [json.loads(m)["params"]["n"] for m in got] == list(range(50))
     assert all("\n" not in m for m in got)
+
+
+async def _status_line(url: str, request: bytes) -> bytes:
+    """The first line the listen port answers ``request`` (raw bytes) with."""
+    address, _, port = url.split("://", 1)[1].partition("/")[0].rpartition(":")
+    stream = await trio.open_tcp_stream(address, int(port))
+    try:
+        await stream.send_all(request)
+        data = b""
+        while b"\r\n" not in data and (more := await stream.receive_some(65536)):
+            data += more
+    finally:
+        await stream.aclose()
+    return data.partition(b"\r\n")[0]
+
+
+async def test_the_listen_port_answers_with_standard_reason_phrases() -> None:
+    """Refusals, the upgrade and the probes carry a reason phrase (`HTTP/1.1 404 Not Found`,
+    not `HTTP/1.1 404 `)."""
+    upgrade = (
+        b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    with trio.fail_after(TIMEOUT):
+        async with listening(make_config()) as url:
+            host = url.split("://", 1)[1].partition("/")[0].encode()
+            head = b"Host: " + host + b"\r\n"
+            wrong_path = b"GET /other HTTP/1.1\r\n" + head + upgrade
+            assert await _status_line(url, wrong_path) == b"HTTP/1.1 404 Not Found"
+            probe = b"GET /readyz HTTP/1.1\r\n" + head + b"\r\n"
+            assert await _status_line(url, probe) == b"HTTP/1.1 200 OK"
+            accepted = b"GET /acp HTTP/1.1\r\n" + head + upgrade
+            assert await _status_line(url, accepted) == b"HTTP/1.1 101 Switching Protocols"

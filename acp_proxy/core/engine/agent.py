@@ -14,7 +14,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated, peer_name
+from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import Evicted, HoldBuffer
@@ -142,7 +142,7 @@ class AgentDirection:
             pv = result.get("protocolVersion")
             if type(pv) is int:
                 neg.protocol_version = pv
-            neg.agent_name = peer_name(result.get("agentInfo"))
+            neg.agent_name = peer_name(peer_info(result, "agentInfo"))
             self.ledger.info(
                 out,
                 "initialized",

@@ -15,7 +15,7 @@ from acp_proxy.core.actions import Action, AuditEvent, Peer
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated, peer_name
+from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
@@ -165,7 +165,7 @@ class ClientDirection:
         self.negotiated.client_subagents = (
             type(caps) is dict and type(caps.get("subagents")) is dict
         )
-        self.negotiated.client_name = peer_name(p.get("clientInfo"))
+        self.negotiated.client_name = peer_name(peer_info(p, "clientInfo"))
 
     def _open(self, sid: str, method: str, now: float, out: list[Action]) -> None:
         """A ``session/load`` / ``session/resume`` of ``sid`` goes to the agent: the

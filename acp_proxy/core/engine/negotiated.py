@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["MAX_NAME_CHARS", "Negotiated", "peer_name"]
+__all__ = ["MAX_NAME_CHARS", "Negotiated", "peer_info", "peer_name"]
 
-#: characters kept of a peer's name (``clientInfo.name`` / ``agentInfo.name``)
+#: characters kept of a peer's name (``clientInfo.name`` / ``agentInfo.name``, v2 ``info.name``)
 MAX_NAME_CHARS = 128
 
 
@@ -18,8 +18,9 @@ class Negotiated:
         protocol_version: from the agent's ``initialize`` result, or ``None``.
         client_subagents: protocol v1: the client advertised
             ``clientCapabilities.subagents`` (an object).
-        client_name, agent_name: ``clientInfo.name`` of the request and
-            ``agentInfo.name`` of the result, when strings (at most
+        client_name, agent_name: the peers' names in the request and the
+            result (v1 ``clientInfo.name`` / ``agentInfo.name``, v2
+            ``info.name``: :func:`peer_info`), when strings (at most
             :data:`MAX_NAME_CHARS` kept).
     """
 
@@ -27,6 +28,16 @@ class Negotiated:
     client_subagents: bool = False
     client_name: str | None = None
     agent_name: str | None = None
+
+
+def peer_info(body: object, v1_key: str) -> object:
+    """The peer's implementation object in ``initialize`` params or result ``body``:
+    ``v1_key`` (``clientInfo`` / ``agentInfo``, protocol v1) when an object, else
+    ``info`` (protocol v2, docs/protocol.md section 7); ``None`` when neither."""
+    if type(body) is not dict:
+        return None
+    info = body.get(v1_key)
+    return info if type(info) is dict else body.get("info")
 
 
 def peer_name(info: object) -> str | None:

@@ -61,6 +61,7 @@ from acp_proxy.shell.topology.ws_upgrade import (
     parse_ws_url,
     probe_response,
     read_token,
+    with_reason_phrase,
 )
 from acp_proxy.shell.transport.process import AgentProcess
 from acp_proxy.shell.transport.websocket import (
@@ -236,7 +237,8 @@ def _close_reason(text: str) -> str:
 
 
 class _Replay(trio.abc.Stream):
-    """A stream whose first bytes read are ``head`` (already read from ``stream``).
+    """A stream whose first bytes read are ``head`` (already read from ``stream``), and
+    whose first bytes written (the handshake's answer) get a standard reason phrase.
 
     Its ``repr`` is the wrapped stream's (the peer's address, for trio-websocket).
     """
@@ -244,11 +246,15 @@ class _Replay(trio.abc.Stream):
     def __init__(self, stream: trio.abc.Stream, head: bytes) -> None:
         self._stream = stream
         self._head = head
+        self._answered = False
 
     def __repr__(self) -> str:
         return repr(self._stream)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._answered:  # the handshake's answer: give its status line a reason phrase
+            self._answered = True
+            data = with_reason_phrase(bytes(data))
         await self._stream.send_all(data)
 
     async def wait_send_all_might_not_block(self) -> None:
@@ -549,7 +555,8 @@ def on_sighup(listener: _Listener, nursery: trio.Nursery) -> None:
     A server is never stopped by SIGHUP (a closing terminal, a supervisor's
     reload): every connection and its agent go on, under the reloaded policy.
     """
-    log.info("SIGHUP: reloading the policy (%d connections)", listener.active)
+    if listener.live.reloadable:  # else reload() says there is nothing to reload
+        log.info("SIGHUP: reloading the policy (%d connections)", listener.active)
     nursery.start_soon(listener.live.reload, "SIGHUP")
 
 

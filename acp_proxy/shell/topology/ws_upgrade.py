@@ -15,6 +15,7 @@ import ipaddress
 import re
 import socket
 from collections.abc import Sequence
+from http import HTTPStatus
 from urllib.parse import urlsplit
 
 import attrs
@@ -32,6 +33,7 @@ __all__ = [
     "parse_ws_url",
     "probe_response",
     "read_token",
+    "with_reason_phrase",
 ]
 
 _TOKEN = re.compile(r"[\x21-\x7e]+")  # visible ASCII: fits an HTTP header as is
@@ -231,6 +233,23 @@ def check_upgrade(
 PROBE_PATHS = ("/healthz", "/readyz")
 
 
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3}) \r\n")
+
+
+def with_reason_phrase(data: bytes) -> bytes:
+    """``data``, an HTTP response, with the standard reason phrase put in its status
+    line when it has none (wsproto writes ``HTTP/1.1 404 `` for the answers the
+    handshake makes: refusals and ``101``)."""
+    m = _STATUS_LINE.match(data)
+    if m is None:
+        return data
+    try:
+        phrase = HTTPStatus(int(m.group(1))).phrase.encode("ascii")
+    except ValueError:
+        return data
+    return data[: m.end() - 2] + phrase + data[m.end() - 2 :]
+
+
 def probe_response(head: bytes, *, ready: bool) -> bytes | None:
     """The HTTP answer to a health probe, or ``None`` when ``head`` is not one (pure).
 
@@ -252,7 +271,7 @@ def probe_response(head: bytes, *, ready: bool) -> bytes | None:
     if any(h.partition(b":")[0].strip().lower() == b"upgrade" for h in rest.split(b"\r\n")):
         return None
     status, body = (200, b"ok\n") if ready or path == "/healthz" else (503, b"draining\n")
-    reason = b"OK" if status == 200 else b"Service Unavailable"
+    reason = HTTPStatus(status).phrase.encode("ascii")
     return (
         b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
         b"Cache-Control: no-store\r\nConnection: close\r\n\r\n" % (status, reason, len(body))
