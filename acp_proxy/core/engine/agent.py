@@ -140,6 +140,18 @@ class AgentDirection:
         elif method == "initialize" and isinstance(result, dict):
             neg = self.negotiated
             pv = result.get("protocolVersion")
+            asked = neg.client_protocol_version
+            if type(pv) is int and asked is not None and pv > asked:
+                self.ledger.audit(
+                    out,
+                    AuditEvent.PROTOCOL_VIOLATION,
+                    _AGENT,
+                    method=method,
+                    id=m.id,
+                    reason=f"initialize answered protocol version {pv}, above the {asked} "
+                    f"the client asked for; {asked} is assumed",
+                )
+                pv = asked
             if type(pv) is int:
                 neg.protocol_version = pv
             neg.agent_name = peer_name(peer_info(result, "agentInfo"))
@@ -401,6 +413,9 @@ class AgentDirection:
                         self.dedup.delivered(
                             channel, snapshot, footprint(snapshot, self._dedup_cap)
                         )
+                elif (su == "tool_call" or su == "tool_call_update") and self.gate.remembers_tools:
+                    assert p is not None
+                    self.gate.remember_tool(p.get("sessionId"), upd)
         self.ledger.forward(out, _CLIENT, m.raw)
         return []
 

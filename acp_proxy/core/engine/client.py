@@ -166,6 +166,8 @@ class ClientDirection:
             type(caps) is dict and type(caps.get("subagents")) is dict
         )
         self.negotiated.client_name = peer_name(peer_info(p, "clientInfo"))
+        pv = p.get("protocolVersion")
+        self.negotiated.client_protocol_version = pv if type(pv) is int else None
 
     def _open(self, sid: str, method: str, now: float, out: list[Action]) -> None:
         """A ``session/load`` / ``session/resume`` of ``sid`` goes to the agent: the

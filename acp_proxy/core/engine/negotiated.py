@@ -15,7 +15,11 @@ class Negotiated:
     """Facts of the ``initialize`` exchange the engine's directions share.
 
     Attributes:
-        protocol_version: from the agent's ``initialize`` result, or ``None``.
+        protocol_version: from the agent's ``initialize`` result, or ``None``;
+            never above :attr:`client_protocol_version` (an agent answering a
+            version the client did not ask for is audited and not believed).
+        client_protocol_version: the version the client's ``initialize``
+            request asked for, when an integer.
         client_subagents: protocol v1: the client advertised
             ``clientCapabilities.subagents`` (an object).
         client_name, agent_name: the peers' names in the request and the
@@ -25,6 +29,7 @@ class Negotiated:
     """
 
     protocol_version: int | None = None
+    client_protocol_version: int | None = None
     client_subagents: bool = False
     client_name: str | None = None
     agent_name: str | None = None

@@ -34,6 +34,8 @@ from acp_proxy.core.actions import Action, AuditEvent, Peer, Send
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
 from acp_proxy.core.session.permissions import (
+    TOOL_FIELDS,
+    Decision,
     Policy,
     Workspace,
     answer_frame,
@@ -42,8 +44,12 @@ from acp_proxy.core.session.permissions import (
     workspace_from_params,
 )
 from acp_proxy.core.session.registry import Registry
-from acp_proxy.core.wire.jsonrpc import Message, dumps
+from acp_proxy.core.session.size import footprint
+from acp_proxy.core.wire.guard import governed_misread
+from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, dumps
+from acp_proxy.core.wire.jsonscan import bounded_members
 from acp_proxy.core.wire.passthrough import CANCEL_REQUEST
+from acp_proxy.core.wire.views import OPAQUE, VIEW_KEY
 
 __all__ = ["PermissionGate"]
 
@@ -54,6 +60,12 @@ _AGENT = Peer.AGENT
 CREATES_SESSION = frozenset({"session/new", "session/fork"})
 #: Client requests that open a known session id (workspace recorded at request time).
 OPENS_SESSION = frozenset({"session/load", "session/resume"})
+_REQUEST_PERMISSION = "session/request_permission"
+#: Most tool calls remembered per session (oldest forgotten first).
+MAX_TOOL_CALLS = 1024
+#: Largest remembered tool call field (estimated memory); a larger one is
+#: remembered as too large to read (a request naming that call is never auto-allowed).
+MAX_TOOL_FIELD_BYTES = 16 * 1024
 
 
 class PermissionGate:
@@ -87,6 +99,10 @@ class PermissionGate:
         self._timers: dict[Any, tuple[float, str]] = {}  # id -> (deadline, rule)
         self._heap: list[tuple[float, int, Any]] = []  # (deadline, seq, id); lazy deletion
         self._seq = 0
+        # session id -> toolCallId -> (announced fields, estimated bytes); oldest first
+        self.tools: dict[str, dict[str, tuple[dict[str, Any], int]]] = {}
+        self._tool_bytes: dict[str, int] = {}
+        self._tool_total = 0
         self.configure(config)
 
     def configure(self, config: Config) -> None:
@@ -95,6 +111,15 @@ class PermissionGate:
         self.include_content = config.audit.include_content
         self._max_sessions = config.limits.max_sessions
         self._max_remembered = config.limits.max_pending_requests
+        self._max_session_tool_bytes = config.limits.max_child_bytes
+        self._max_tool_bytes = config.limits.max_registry_bytes
+        #: True while some rule governs session/request_permission: the agent's
+        #: tool_call / tool_call_update announcements are then remembered.
+        self.remembers_tools = self.policy.active and self.policy.has_rules(_REQUEST_PERMISSION)
+        if not self.remembers_tools:
+            self.tools.clear()
+            self._tool_bytes.clear()
+            self._tool_total = 0
 
     # ------------------------------------------------------------ workspaces
 
@@ -117,6 +142,7 @@ class PermissionGate:
             (method in OPENS_SESSION and not ok) or (method == "session/close" and ok)
         ):
             self.workspaces.pop(sid, None)
+            self._forget_tools(sid)
 
     def _remember(self, sid: str, workspace: Workspace) -> None:
         spaces = self.workspaces
@@ -135,6 +161,13 @@ class PermissionGate:
     def decide(self, m: Message, now: float, out: list[Action]) -> bool:
         """Decides agent request ``m`` (in flight toward the client, one :meth:`governs`).
 
+        The fields the rules read are read even from a frame over
+        ``limits.dense_message_bytes`` (whose view holds only routing keys):
+        each member up to 64 KiB is decoded, a larger one stands in as too
+        large to read and the decision fails closed. A request an SDK could
+        read otherwise (``params._meta`` naming a field, a snake_case alias)
+        is refused.
+
         Returns:
             True when the proxy answered it (an option, or a refusal): it is no
             longer in flight and must not be forwarded. False: forward it (an ask
@@ -142,12 +175,27 @@ class PermissionGate:
         """
         rid: Any = m.id
         sid = m.session_id
-        context = session_context(sid if type(sid) is str else None, self.registry, self.workspaces)
         method = m.method
         assert method is not None
-        decision = self.policy.decide(
-            context, method, m.params, protocol_version=self.negotiated.protocol_version
-        )
+        params: Any = m.params
+        if params is not None and VIEW_KEY in params:
+            params = bounded_members(params[VIEW_KEY]) or {}
+        why = governed_misread(method, params) if params is not None else None
+        if why is not None:
+            decision = Decision(
+                method,
+                "deny",
+                error_code=INVALID_REQUEST,
+                reason=f"ambiguous message: {why}",
+                forced=True,
+            )
+        else:
+            context = session_context(
+                sid if type(sid) is str else None, self.registry, self.workspaces
+            )
+            decision = self.policy.decide(
+                context, method, params, tools=self._tools_named(sid, params)
+            )
         event = decision.audit_event
         if event is not None:
             fields = decision.audit_fields(sid, include_content=self.include_content)
@@ -168,6 +216,78 @@ class PermissionGate:
         else:
             self.ledger.n.dropped += 1  # decided, but nobody is left to answer
         return True
+
+    # ------------------------------------------------------------ tool calls
+
+    def _tools_named(self, sid: Any, params: Any) -> dict[str, dict[str, Any]] | None:
+        """What the agent announced of the tool calls a request_permission names."""
+        known = self.tools.get(sid) if type(sid) is str else None
+        if not known or type(params) is not dict:
+            return None
+        calls = [params.get("toolCall")]
+        subject = params.get("subject")
+        if type(subject) is dict:
+            calls.append(subject.get("toolCall"))
+        found: dict[str, dict[str, Any]] = {}
+        for call in calls:
+            tcid = call.get("toolCallId") if type(call) is dict else None
+            if isinstance(tcid, str) and tcid in known:
+                found[tcid] = known[tcid][0]
+        return found
+
+    def remember_tool(self, sid: Any, update: dict[str, Any]) -> None:
+        """Remembers what a ``tool_call`` / ``tool_call_update`` announces of a tool call.
+
+        Its ``kind``, ``title``, ``name`` and ``rawInput`` (non-null ones; later
+        announcements win), under its ``toolCallId``: a v1 client merges a
+        request_permission's tool call with them, so the rules do too. Bounded
+        per session (:data:`MAX_TOOL_CALLS`, ``limits.max_child_bytes``) and in
+        all (``limits.max_registry_bytes``), oldest forgotten first; a field
+        over :data:`MAX_TOOL_FIELD_BYTES` is remembered as too large to read.
+        """
+        if type(sid) is not str:
+            return
+        if VIEW_KEY in update:  # a large frame: only the routing keys were decoded
+            update = bounded_members(update[VIEW_KEY], 1) or {}
+        tcid = update.get("toolCallId")
+        if type(tcid) is not str:
+            return
+        fields = {k: update[k] for k in TOOL_FIELDS if update.get(k) is not None}
+        if not fields:
+            return
+        for key, value in fields.items():
+            if footprint(value, MAX_TOOL_FIELD_BYTES) > MAX_TOOL_FIELD_BYTES:
+                fields[key] = OPAQUE
+        known = self.tools.setdefault(sid, {})
+        old = known.get(tcid)
+        record = {**old[0], **fields} if old is not None else fields
+        size = footprint(record, self._max_session_tool_bytes) + len(tcid) + 64
+        self._forget_tool(sid, tcid)
+        if size > self._max_session_tool_bytes:
+            return
+        known = self.tools.setdefault(sid, {})
+        known[tcid] = (record, size)
+        self._tool_bytes[sid] = self._tool_bytes.get(sid, 0) + size
+        self._tool_total += size
+        while len(known) > MAX_TOOL_CALLS or self._tool_bytes[sid] > self._max_session_tool_bytes:
+            self._forget_tool(sid, next(iter(known)))
+        while self._tool_total > self._max_tool_bytes and self.tools:
+            oldest = next(iter(self.tools))
+            self._forget_tool(oldest, next(iter(self.tools[oldest])))
+
+    def _forget_tool(self, sid: str, tcid: str) -> None:
+        known = self.tools.get(sid)
+        entry = known.pop(tcid, None) if known is not None else None
+        if entry is not None:
+            self._tool_bytes[sid] -= entry[1]
+            self._tool_total -= entry[1]
+        if known is not None and not known:
+            del self.tools[sid]
+            self._tool_bytes.pop(sid, None)
+
+    def _forget_tools(self, sid: str) -> None:
+        self._tool_total -= self._tool_bytes.pop(sid, 0)
+        self.tools.pop(sid, None)
 
     def new_request(self, rid: Any) -> None:
         """The agent sent a new request with id ``rid``: an earlier answered one is history."""

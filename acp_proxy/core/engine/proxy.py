@@ -53,6 +53,8 @@ from acp_proxy.core.wire.jsonrpc import (
 )
 from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
+    NEEDS,
+    NEEDS_WITH_TOOLS,
     REFERENCE_KEYS,
     SESSION_ID_KEYS,
     envelope_uninspected,
@@ -120,6 +122,7 @@ class ProxyCore:
         self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
+        self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
         self.agent = AgentDirection(
             config,
             self.registry,
@@ -169,6 +172,7 @@ class ProxyCore:
         self.agent.reconfigure(config)
         self.client.reconfigure(config)
         self.permissions.configure(config)
+        self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
 
     @property
     def protocol_version(self) -> int | None:
@@ -268,8 +272,9 @@ class ProxyCore:
         known = self._known
         dense = self._dense_bytes
         depth = self._max_depth
+        needs = self._needs
         for raw in frames:
-            if uninspected(canonical(raw, dense, depth), known):
+            if uninspected(canonical(raw, dense, depth), known, needs):
                 out.extend(self._forward_fast(raw))
             else:
                 out.extend(
@@ -284,18 +289,19 @@ class ProxyCore:
     def _run(self, data: bytes, now: float) -> list[Action] | None:
         """An agent run decoded at once, or ``None`` when it cannot be (one item per line)."""
         items: list[Any] | None = envelope_run(data, self._max_depth)
-        check: Callable[[Any, Collection[str]], bool] = envelope_uninspected
+        check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = envelope_uninspected
         if items is None:
             items = plain_run(data, self._max_depth)
             check = uninspected
             if items is None:
                 return None
         known = self._known
+        needs = self._needs
         out: list[Action] = []
         frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
         for j, item in enumerate(items):
-            if check(item, known):
+            if check(item, known, needs):
                 continue
             if not frames:
                 frames = data.split(b"\n")  # one line per item
@@ -321,7 +327,7 @@ class ProxyCore:
             m.kind is _NOTIFICATION
             and source is _AGENT
             and not m.ambiguous
-            and uninspected(m.body, self._known)
+            and uninspected(m.body, self._known, self._needs)
         ):
             return self._forward_fast(m.raw)
         out: list[Action] = []

@@ -19,7 +19,9 @@ How the engine uses it
    like the registry's ordinary sessions.
 3. **Decide.** For an agent *request* with ``policy.governs(method)``:
    ``ctx = session_context(msg.session_id, registry, workspaces)`` and
-   ``d = policy.decide(ctx, msg.method, msg.params, protocol_version=v)``.
+   ``d = policy.decide(ctx, msg.method, msg.params, tools=announced)`` (params
+   of a large frame read with :func:`~acp_proxy.core.wire.jsonscan.bounded_members`;
+   ``announced``: what ``session/update`` tool calls said under the ids it names).
    Then by ``d.disposition``:
 
    - ``"answer"``: send ``answer_frame(msg.id, d)`` to the agent; never
@@ -45,7 +47,8 @@ Matching (see :class:`Policy` for the decision among rules)
 - ``session`` reads the context's session id, ``child`` / ``parent`` its
   place in the child tree.
 - ``tool_*`` / ``raw_input`` read the tool call: v2 ``subject.toolCall``
-  (``subject.type == "tool_call"``), v1 ``toolCall``. ``raw_input`` reads a
+  (``subject.type == "tool_call"``), v1 ``toolCall``; both when both are
+  present (each shape is matched; any deny denies, allow needs all). ``raw_input`` reads a
   top-level ``rawInput`` key: a string as is, an array of strings joined by
   single spaces (as an argv), anything else does not match.
 - ``command`` reads v2 ``subject.command`` (``subject.type == "command"``)
@@ -77,6 +80,7 @@ from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, Permissio
 from acp_proxy.core.actions import AuditEvent
 from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
+from acp_proxy.core.wire.views import OPAQUE
 
 __all__ = [
     "Decision",
@@ -99,16 +103,23 @@ class Workspace:
     """A session's workspace, as the client gave it in session/new | load | resume.
 
     Attributes:
-        cwd: the session's working directory (absolute), or ``None`` unknown.
+        cwd: the session's working directory (absolute), or ``None`` unknown:
+            relative paths are resolved against it.
         additional_directories: further workspace roots.
+        bound: a child session's roots: its root session's, which the client
+            gave (``None``: the roots are ``cwd`` and ``additional_directories``).
     """
 
     cwd: str | None = None
     additional_directories: tuple[str, ...] = ()
+    bound: tuple[str, ...] | None = None
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """The absolute roots, normalised (relative or empty ones are ignored)."""
+        """The absolute roots, normalised (relative or empty ones are ignored); a
+        child's are its root session's (:attr:`bound`), never its own."""
+        if self.bound is not None:
+            return self.bound
         candidates = (self.cwd or "", *self.additional_directories)
         return tuple(_normpath(root) for root in candidates if root.startswith("/"))
 
@@ -181,24 +192,30 @@ def session_context(
 ) -> SessionContext:
     """The :class:`SessionContext` of ``session_id`` from the registry and known workspaces.
 
-    A child's workspace is its own ``cwd`` (with its ``additionalDirectories``)
-    when announced, else that of its nearest ancestor that has one (an
-    ancestor child's own, or the root session's entry in ``workspaces``).
+    A child's workspace never exceeds its root session's, the one the client
+    gave (``workspaces``): its roots are the root's roots, whatever cwd or
+    ``additionalDirectories`` the agent announced for the child. The child's
+    own announced ``cwd`` (or its nearest ancestor child's) is only where a
+    relative path or a ``terminal/create`` without ``cwd`` is resolved (the
+    client runs it there): outside the root's roots, it is outside the
+    workspace. A child whose root the client never gave has no root at all
+    (nothing is inside).
     """
     if session_id is None:
         return SessionContext(None)
     child = registry.child(session_id)
     if child is None:
         return SessionContext(session_id, workspace=workspaces.get(session_id, Workspace()))
-    workspace = Workspace()
+    cwd: str | None = None
+    root = Workspace()
     for sid in (session_id, *registry.ancestors(session_id)):
         record = registry.child(sid)
-        if record is not None and record.cwd is not None:
-            workspace = Workspace(record.cwd, tuple(record.additional_directories or ()))
-            break
         if record is None:
-            workspace = workspaces.get(sid, Workspace())
+            root = workspaces.get(sid, Workspace())
             break
+        if cwd is None and record.cwd is not None:
+            cwd = record.cwd
+    workspace = Workspace(cwd if cwd is not None else root.cwd, (), root.roots)
     return SessionContext(session_id, True, child.parent_id, workspace)
 
 
@@ -225,6 +242,8 @@ class Decision:
         reason: why, in a few words (for the audit log and refusals).
         facts: what the rules read from the request (tool name / kind /
             title, command, cwd, path): content, audited only when asked.
+        forced: decided without a rule, failing closed (a field the rules
+            read could not be read): audited all the same.
     """
 
     method: str
@@ -237,6 +256,7 @@ class Decision:
     error_code: int | None = None
     reason: str = "no rule matched"
     facts: Mapping[str, str] = attrs.field(factory=dict)
+    forced: bool = False
 
     @property
     def disposition(self) -> Disposition:
@@ -254,7 +274,9 @@ class Decision:
         matched, ``None`` when none did (nothing to record)."""
         if self.error_code is not None:
             return AuditEvent.REQUEST_REFUSED
-        return None if self.rule is None else AuditEvent.PERMISSION_DECIDED
+        if self.rule is None and not self.forced:
+            return None
+        return AuditEvent.PERMISSION_DECIDED
 
     def audit_fields(
         self, session_id: str | None, *, include_content: bool = False
@@ -298,6 +320,10 @@ class Policy:
         for index, rule in enumerate(config.rules):
             label = rule.name if rule.name is not None else f"rules[{index}]"
             self._by_method[rule.method].append((label, rule))
+        self._kind_denied = {
+            method: any(r.action == "deny" and r.tool_kind is not None for _, r in rules)
+            for method, rules in self._by_method.items()
+        }
 
     @property
     def active(self) -> bool:
@@ -308,13 +334,17 @@ class Policy:
         """True for the agent->client methods a rule may govern."""
         return method in self._by_method
 
+    def has_rules(self, method: str) -> bool:
+        """True when at least one rule is for ``method``."""
+        return bool(self._by_method.get(method))
+
     def decide(
         self,
         context: SessionContext,
         method: str,
         params: Mapping[str, Any] | None,
         *,
-        protocol_version: int | None = None,
+        tools: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Decision:
         """Decides one agent request.
 
@@ -322,10 +352,19 @@ class Policy:
             context: who is asking (:func:`session_context`).
             method: the request's method (one :meth:`governs`; any other is ``ask``).
             params: its params (``None`` or malformed fields: matchers that
-                read them do not match).
-            protocol_version: the negotiated version: 1 reads
-                ``toolCall``, 2 reads ``subject``; ``None`` reads ``subject``
-                when the request has one, else ``toolCall``.
+                read them do not match; a value standing in as
+                :data:`~acp_proxy.core.wire.views.OPAQUE`, too large to read,
+                fails closed).
+            tools: what the agent announced of its tool calls in this session
+                (``toolCallId`` -> ``kind`` / ``title`` / ``name`` /
+                ``rawInput``): merged under a request_permission's tool call
+                with that id (the request's own non-null fields win).
+
+        Every shape a request_permission holds is read, whatever version was
+        negotiated: the v1 ``toolCall`` and the v2 ``subject``. A deny rule
+        matching any shape denies; the proxy answers allow only when every
+        shape is allowed; a tool call whose ``kind`` is still unknown is never
+        auto-allowed while a deny rule reads ``tool_kind``.
 
         Returns:
             The :class:`Decision`; never raises on any params.
@@ -333,20 +372,39 @@ class Policy:
         rules = self._by_method.get(method)
         if not rules:
             return Decision(method, "ask")
-        facts = _facts(method, params or {}, context, protocol_version)
-        chosen: tuple[str, PermissionRule] | None = None
-        for label, rule in rules:
-            if _matches(rule, facts, context):
-                if rule.action == "deny":
-                    chosen = (label, rule)
-                    break
-                if chosen is None:
-                    chosen = (label, rule)
+        p = params or {}
+        if method == _REQUEST_PERMISSION:
+            shapes = _shapes(p, context, tools)
+        else:
+            shapes = [_facts(method, p, context)]
+        audit: dict[str, str] = {}
+        for shape in shapes:
+            for key, value in shape.audit.items():
+                audit.setdefault(key, value)
+        picks = [self._pick(rules, shape, context) for shape in shapes]
+        chosen = next((c for c in picks if c is not None and c[1].action == "deny"), None)
+        if chosen is None and any(shape.incomplete for shape in shapes):
+            reason = f"{UNREADABLE_REASON}: fail closed"
+            if method != _REQUEST_PERMISSION:
+                return Decision(
+                    method,
+                    "deny",
+                    error_code=self.config.refuse_code,
+                    reason=reason,
+                    facts=audit,
+                    forced=True,
+                )
+            return Decision(
+                method, "ask", reason=f"{UNREADABLE_REASON}: asked", facts=audit, forced=True
+            )
         if chosen is None:
-            return Decision(method, "ask", facts=facts.audit)
+            if any(c is None for c in picks):
+                return Decision(method, "ask", facts=audit)
+            chosen = next((c for c in picks if c is not None and c[1].action == "ask"), picks[0])
+        assert chosen is not None
         label, rule = chosen
         base = Decision(
-            method, rule.action, label, rule.action, reason=f"rule {label}", facts=facts.audit
+            method, rule.action, label, rule.action, reason=f"rule {label}", facts=audit
         )
         if rule.action == "ask":
             return attrs.evolve(base, ask_timeout_seconds=rule.ask_timeout_seconds)
@@ -354,13 +412,38 @@ class Policy:
             if rule.action == "deny":
                 return attrs.evolve(base, error_code=self.config.refuse_code)
             return base
-        picked = choose_option((params or {}).get("options"), rule.options)
+        if (
+            rule.action == "allow"
+            and self._kind_denied[method]
+            and any(shape.kind_unknown for shape in shapes)
+        ):
+            return attrs.evolve(
+                base,
+                action="ask",
+                reason=f"rule {label}: the tool call's kind is unknown and a deny rule "
+                "reads tool_kind: asked",
+            )
+        picked = choose_option(p.get("options"), rule.options)
         if picked is None:
             wanted = " or ".join(rule.options)
             return attrs.evolve(
                 base, action="ask", reason=f"rule {label}: the agent offered no {wanted} option"
             )
         return attrs.evolve(base, option_id=picked[0], option_kind=picked[1])
+
+    @staticmethod
+    def _pick(
+        rules: list[tuple[str, PermissionRule]], facts: _Facts, context: SessionContext
+    ) -> tuple[str, PermissionRule] | None:
+        """The first matching deny rule, else the first matching rule, else ``None``."""
+        chosen: tuple[str, PermissionRule] | None = None
+        for label, rule in rules:
+            if _matches(rule, facts, context):
+                if rule.action == "deny":
+                    return label, rule
+                if chosen is None:
+                    chosen = (label, rule)
+        return chosen
 
 
 def choose_option(options: object, kinds: Sequence[str]) -> tuple[str, str] | None:
@@ -403,7 +486,7 @@ def choose_option(options: object, kinds: Sequence[str]) -> tuple[str, str] | No
 
 @attrs.frozen
 class _Facts:
-    """What the matchers read from one request (``None``: the request lacks it)."""
+    """What the matchers read from one request shape (``None``: the request lacks it)."""
 
     tool: Mapping[str, Any] | None = None
     command: str | None = None
@@ -411,45 +494,99 @@ class _Facts:
     path: str | None = None  # resolved
     has_location: bool = False  # a path or cwd the request names (resolved or not)
     audit: Mapping[str, str] = attrs.field(factory=dict)
+    incomplete: bool = False  # a field the rules read is too large to read (OPAQUE)
+    kind_unknown: bool = False  # a tool call whose kind is missing (or not a string)
+
+
+#: Why a governed request could not be decided on its fields.
+UNREADABLE_REASON = "a field the permission rules read is too large to read"
+#: The tool call fields the agent's session/update announcements are remembered for.
+TOOL_FIELDS = ("kind", "title", "name", "rawInput")
 
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _facts(
-    method: str, params: Mapping[str, Any], context: SessionContext, version: int | None
-) -> _Facts:
-    ws = context.workspace
-    if method == _REQUEST_PERMISSION:
-        subject = params.get("subject")
-        if version == 1 or (version is None and "subject" not in params):
-            tool = params.get("toolCall")
-        elif isinstance(subject, dict) and subject.get("type") == "tool_call":
-            tool = subject.get("toolCall")
-        elif isinstance(subject, dict) and subject.get("type") == "command":
-            command, raw_cwd = _str(subject.get("command")), _str(subject.get("cwd"))
-            cwd = ws.resolve(raw_cwd) if raw_cwd is not None else None
-            audit = {"command": command or "", "cwd": raw_cwd or ""}
-            return _Facts(None, command, cwd, None, raw_cwd is not None, _clean(audit))
+def _tool_facts(tool: object, tools: Mapping[str, Mapping[str, Any]] | None) -> _Facts:
+    """A tool call shape: the request's own fields over what the agent announced of it."""
+    if not isinstance(tool, dict):
+        return _Facts(incomplete=tool is OPAQUE)
+    tcid = tool.get("toolCallId")
+    known = tools.get(tcid) if tools is not None and isinstance(tcid, str) else None
+    if known:
+        merged = dict(known)
+        merged.update((k, v) for k, v in tool.items() if v is not None)
+        tool = merged
+    raw = tool.get("rawInput")
+    incomplete = any(tool.get(k) is OPAQUE for k in TOOL_FIELDS) or (
+        isinstance(raw, dict) and any(v is OPAQUE for v in raw.values())
+    )
+    audit = {k: tool[k] for k in ("name", "kind", "title") if isinstance(tool.get(k), str)}
+    return _Facts(
+        tool,
+        audit=audit,
+        incomplete=incomplete,
+        kind_unknown=not isinstance(tool.get("kind"), str),
+    )
+
+
+def _shapes(
+    params: Mapping[str, Any],
+    context: SessionContext,
+    tools: Mapping[str, Mapping[str, Any]] | None,
+) -> list[_Facts]:
+    """Every shape a request_permission holds: the v1 ``toolCall``, the v2 ``subject``."""
+    shapes: list[_Facts] = []
+    if "toolCall" in params:
+        shapes.append(_tool_facts(params["toolCall"], tools))
+    if "subject" in params:
+        subject = params["subject"]
+        kind = subject.get("type") if isinstance(subject, dict) else None
+        if isinstance(subject, dict) and kind == "tool_call":
+            shapes.append(_tool_facts(subject.get("toolCall"), tools))
+        elif isinstance(subject, dict) and kind == "command":
+            raw_command, raw_cwd = subject.get("command"), subject.get("cwd")
+            command, cwd_text = _str(raw_command), _str(raw_cwd)
+            cwd = context.workspace.resolve(cwd_text) if cwd_text is not None else None
+            audit = _clean({"command": command, "cwd": cwd_text})
+            incomplete = raw_command is OPAQUE or raw_cwd is OPAQUE
+            shapes.append(_Facts(None, command, cwd, None, cwd_text is not None, audit, incomplete))
         else:
-            tool = None
-        if not isinstance(tool, dict):
-            return _Facts()
-        audit = {k: tool[k] for k in ("name", "kind", "title") if isinstance(tool.get(k), str)}
-        return _Facts(tool, audit=audit)
+            shapes.append(_Facts(incomplete=subject is OPAQUE or kind is OPAQUE))
+    if params.get("options") is OPAQUE and shapes:
+        shapes[0] = attrs.evolve(shapes[0], incomplete=True)
+    return shapes or [_Facts()]
+
+
+def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _Facts:
+    """The one shape of an ``fs/*`` or ``terminal/create`` request."""
+    ws = context.workspace
     if method == "terminal/create":
-        command = _command_line(params.get("command"), params.get("args"))
+        raw_command, raw_args = params.get("command"), params.get("args")
+        command = _command_line(raw_command, raw_args)
         raw_cwd = params.get("cwd")
+        incomplete = (
+            raw_command is OPAQUE
+            or raw_args is OPAQUE
+            or raw_cwd is OPAQUE
+            or (isinstance(raw_args, list) and any(a is OPAQUE for a in raw_args))
+        )
         if raw_cwd is None:
             raw_cwd = ws.cwd  # the client runs it in the session's cwd
-        raw_cwd = _str(raw_cwd)
-        cwd = ws.resolve(raw_cwd) if raw_cwd is not None else None
-        audit = {"command": command or "", "cwd": raw_cwd or ""}
-        return _Facts(None, command, cwd, None, True, _clean(audit))
-    raw_path = _str(params.get("path"))
+        cwd_text = _str(raw_cwd)
+        cwd = ws.resolve(cwd_text) if cwd_text is not None else None
+        audit = _clean({"command": command, "cwd": cwd_text})
+        return _Facts(None, command, cwd, None, True, audit, incomplete)
+    raw = params.get("path")
+    raw_path = _str(raw)
     path = ws.resolve(raw_path) if raw_path is not None else None
-    return _Facts(path=path, has_location=raw_path is not None, audit=_clean({"path": raw_path}))
+    return _Facts(
+        path=path,
+        has_location=raw_path is not None,
+        audit=_clean({"path": raw_path}),
+        incomplete=raw is OPAQUE,
+    )
 
 
 def _clean(fields: Mapping[str, str | None]) -> dict[str, str]:
@@ -534,7 +671,11 @@ def answer_frame(rid: JsonId, decision: Decision) -> bytes:
         outcome = {"outcome": "selected", "optionId": decision.option_id}
         return dumps({"jsonrpc": "2.0", "id": rid, "result": {"outcome": outcome}})
     if decision.error_code is not None:
-        message = f"acp-proxy: {decision.method} refused by permission rule {decision.rule}"
+        message = (
+            f"acp-proxy: {decision.method} refused by permission rule {decision.rule}"
+            if decision.rule is not None
+            else f"acp-proxy: {decision.method} refused: {decision.reason}"
+        )
         data = {"rule": decision.rule, "method": decision.method}
         return error_frame(rid, decision.error_code, message, data)
     raise ValueError(f"a forwarded {decision.method} request has no proxy answer")

@@ -32,6 +32,10 @@ Python     the router spreads ``params._meta`` into    a ``params._meta`` key na
            the handler's keyword arguments, over the   key in any spelling (``session_id``,
            model fields: ``_meta.session_id`` routes,  ``sessionId``, ``update``, ...:
            ``_meta.update`` replaces the update        :func:`meta_decision_key`) is ambiguous
+Python     the same spread on governed agent requests  a ``_meta`` key naming a field of the
+           (``_meta.path``, ``_meta.tool_call``,       governed method, and a snake_case alias
+           ``_meta.command``); snake_case aliases      (``tool_call``, ``raw_input``, ...) are
+           ``tool_call``, ``raw_input`` (pydantic)     ambiguous: :func:`governed_misread`
 TS 2.4.0   non-fatal ``TextDecoder`` (bad bytes and    strict UTF-8 as above; a lone surrogate
            encoded surrogates become U+FFFD), then     escape in a decision value (``method``,
            ``trim`` and ``JSON.parse`` (last           a session id, ``sessionUpdate``) is
@@ -64,6 +68,7 @@ __all__ = [
     "SURROGATE_REASON",
     "ambiguous",
     "exact_body",
+    "governed_misread",
     "has_any_dups",
     "lone_surrogate_at_decision_level",
     "maybe_duplicated",
@@ -276,6 +281,94 @@ def misread(params: dict[str, Any]) -> str | None:
     meta = params.get("_meta")
     if type(meta) is dict and any(meta_decision_key(k) for k in meta):
         return META_REASON
+    return None
+
+
+# --- governed agent->client requests (the permission rules read them) -------------
+
+#: Fields of each governed request's ``params`` (and of the tool call and subject
+#: inside a ``session/request_permission``), compared without case and underscores:
+#: the Python SDK router spreads ``params._meta`` into the handler's keyword
+#: arguments, so a ``_meta`` key spelling one of them can replace what the
+#: client reads (``_meta.path``, ``_meta.tool_call``, ``_meta.command`` ...).
+GOVERNED_FIELDS: dict[str, frozenset[str]] = {
+    "session/request_permission": frozenset(
+        {
+            "sessionid",
+            "toolcall",
+            "options",
+            "subject",
+            "toolcallid",
+            "kind",
+            "title",
+            "name",
+            "rawinput",
+            "command",
+            "cwd",
+            "path",
+            "fieldmeta",
+        }
+    ),
+    "fs/read_text_file": frozenset({"sessionid", "path", "line", "limit", "fieldmeta"}),
+    "fs/write_text_file": frozenset({"sessionid", "path", "content", "fieldmeta"}),
+    "terminal/create": frozenset(
+        {"sessionid", "command", "args", "cwd", "env", "outputbytelimit", "fieldmeta"}
+    ),
+}
+#: Multi-word fields of governed requests whose snake_case spelling pydantic peers
+#: (``populate_by_name``) accept as the camelCase key, compared without underscores.
+_GOVERNED_SNAKE = frozenset(
+    {"toolcall", "toolcallid", "rawinput", "rawoutput", "optionid", "outputbytelimit"}
+)
+GOVERNED_META_REASON = (
+    "params._meta names a field of this governed request (path, cwd, command, toolCall, "
+    "options, ...): the Python SDK spreads _meta into the handler's arguments"
+)
+GOVERNED_SNAKE_REASON = (
+    "snake_case spelling of a field of this governed request (tool_call, raw_input, "
+    "tool_call_id, option_id, ...): pydantic peers read it as the camelCase field"
+)
+
+
+def _snake_alias(obj: object) -> bool:
+    if type(obj) is not dict:
+        return False
+    for key in obj:
+        if type(key) is str and "_" in key[1:] and key.replace("_", "").lower() in _GOVERNED_SNAKE:
+            return True
+    return False
+
+
+def governed_misread(method: str, params: dict[str, Any]) -> str | None:
+    """Why an SDK could read a governed request's fields otherwise than the rules, or ``None``.
+
+    For ``session/request_permission``, ``fs/read_text_file``,
+    ``fs/write_text_file`` and ``terminal/create`` (:data:`GOVERNED_FIELDS`):
+    a ``params._meta`` key naming a field of the method's params or tool call
+    in any spelling (:data:`GOVERNED_META_REASON`), or a snake_case alias of a
+    multi-word field in ``params``, the tool call, the subject, the subject's
+    tool call or an option (:data:`GOVERNED_SNAKE_REASON`). Called only for
+    governed requests while rules are active (never on the hot path).
+    """
+    fields = GOVERNED_FIELDS.get(method)
+    if fields is None:
+        return None
+    meta = params.get("_meta")
+    if type(meta) is dict:
+        for key in meta:
+            if type(key) is str and key.replace("_", "").lower() in fields:
+                return GOVERNED_META_REASON
+    if _snake_alias(params):
+        return GOVERNED_SNAKE_REASON
+    subject = params.get("subject")
+    for obj in (params.get("toolCall"), subject):
+        if _snake_alias(obj):
+            return GOVERNED_SNAKE_REASON
+    if type(subject) is dict and _snake_alias(subject.get("toolCall")):
+        return GOVERNED_SNAKE_REASON
+    options = params.get("options")
+    if type(options) is list and any(_snake_alias(o) for o in options):
+        return GOVERNED_SNAKE_REASON
     return None
 
 

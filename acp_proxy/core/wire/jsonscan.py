@@ -11,11 +11,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from acp_proxy.core.wire.jsonrpc import dumps
-from acp_proxy.core.wire.views import TOKEN as _TOKEN
-from acp_proxy.core.wire.views import VIEW_KEY
+import msgspec
 
-__all__ = ["member_spans", "member_text", "request_id_from_prefix", "without_member"]
+from acp_proxy.core.wire.jsonrpc import dumps
+from acp_proxy.core.wire.views import OPAQUE, VIEW_KEY
+from acp_proxy.core.wire.views import TOKEN as _TOKEN
+
+__all__ = [
+    "GOVERNED_FIELD_BYTES",
+    "GOVERNED_READ_BUDGET",
+    "bounded_members",
+    "member_spans",
+    "member_text",
+    "request_id_from_prefix",
+    "without_member",
+]
 
 _WS = b" \t\r\n"
 
@@ -202,3 +212,59 @@ def without_member(raw: bytes, path: tuple[str, ...]) -> bytes | None:
     if raw[k] == 0x2C:
         return raw[:k] + raw[value_end:]
     return raw[:key_start] + raw[value_end:]
+
+
+#: Longest member value (bytes) :func:`bounded_members` decodes whole; a longer
+#: object is read member by member, anything else stands in as ``OPAQUE``.
+GOVERNED_FIELD_BYTES = 64 * 1024
+#: Bytes :func:`bounded_members` decodes from one frame in all.
+GOVERNED_READ_BUDGET = 256 * 1024
+_ANY = msgspec.json.Decoder()
+
+
+def bounded_members(
+    raw: Any,
+    depth: int = 3,
+    budget: list[int] | None = None,
+    start: int = 0,
+    end: int | None = None,
+) -> dict[str, Any] | None:
+    """The members of the JSON object ``raw[start:end]``, each decoded only when small.
+
+    ``raw`` is bytes or a buffer (a view level's ``msgspec.Raw``).
+
+    For a governed request over ``limits.dense_message_bytes`` (whose view holds
+    only routing keys): the permission rules read ``path``, ``command``,
+    ``toolCall`` ... from what this returns. A member value of at most
+    :data:`GOVERNED_FIELD_BYTES` is decoded (while the frame's
+    :data:`GOVERNED_READ_BUDGET` lasts); a longer object is read the same
+    way one level further down (``depth`` levels at most: ``toolCall`` then
+    ``rawInput``); any other value, and one that cannot be decoded, is
+    :data:`~acp_proxy.core.wire.views.OPAQUE`, which no matcher accepts (the
+    rules then fail closed). A key repeated in one object: the later wins, as
+    in the decoders. Memory: the budget, whatever the frame holds.
+
+    Returns:
+        The members, or ``None`` when ``raw[start:end]`` is not an object.
+    """
+    if budget is None:
+        budget = [GOVERNED_READ_BUDGET]
+    data: bytes = raw if type(raw) is bytes else bytes(raw)  # a view's msgspec.Raw
+    spans = member_spans(data, start, end)
+    if spans is None:
+        return None
+    out: dict[str, Any] = {}
+    for key, (vs, ve) in spans.items():
+        size = ve - vs
+        value: Any = OPAQUE
+        if size <= GOVERNED_FIELD_BYTES and size <= budget[0]:
+            budget[0] -= size
+            try:
+                value = _ANY.decode(memoryview(data)[vs:ve])
+            except (msgspec.DecodeError, RecursionError):
+                value = OPAQUE
+        elif depth > 0 and data[vs] == 0x7B:  # {
+            inner = bounded_members(data, depth - 1, budget, vs, ve)
+            value = OPAQUE if inner is None else inner
+        out[key] = value
+    return out

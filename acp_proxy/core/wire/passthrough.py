@@ -21,6 +21,8 @@ from acp_proxy.core.wire.runs import Envelope, update_kind
 
 __all__ = [
     "CANCEL_REQUEST",
+    "NEEDS",
+    "NEEDS_WITH_TOOLS",
     "REFERENCE_LISTS",
     "SESSION_ID_KEYS",
     "UPDATE_RULES",
@@ -70,11 +72,16 @@ SESSION_ID_KEYS: tuple[str, ...] = tuple(
 #: List members whose items may name a session, in any update kind.
 REFERENCE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(key for key, _ in REFERENCE_LISTS.values()))
 
-# sessionUpdate -> None (always inspected) or the member whose presence makes it inspected.
-_NEEDS: dict[str, str | None] = {
+#: sessionUpdate -> None (always inspected) or the member whose presence makes it
+#: inspected: the fast-path predicates' default table.
+NEEDS: dict[str, str | None] = {
     su: None if rule.always else rule.refs[0] if rule.refs else None
     for su, rule in UPDATE_RULES.items()
 }
+#: :data:`NEEDS` while a permission rule governs ``session/request_permission``:
+#: every ``tool_call`` / ``tool_call_update`` is inspected (the permission gate
+#: remembers what it announces of the tool call); other updates are unaffected.
+NEEDS_WITH_TOOLS: dict[str, str | None] = {**NEEDS, "tool_call": None, "tool_call_update": None}
 #: Never on the fast path from the agent: it may name a request the hold buffer
 #: keeps, and must then stay behind it (``AgentDirection.unknown_session``).
 CANCEL_REQUEST = "$/cancel_request"
@@ -83,7 +90,7 @@ _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
 _PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
 
 
-def uninspected(body: Any, known: Collection[str]) -> bool:
+def uninspected(body: Any, known: Collection[str], needs: dict[str, str | None] = NEEDS) -> bool:
     """True for an agent message the engine would forward unchanged.
 
     ``body`` is a decoded message read the same way by every parser (a
@@ -91,8 +98,8 @@ def uninspected(body: Any, known: Collection[str]) -> bool:
     2.0 notification (string ``method``, no ``id`` / ``result`` / ``error``)
     whose ``params`` is absent, or an object without snake_case decision keys
     or ``_meta`` that names a session in ``known`` (or none) and whose update
-    :data:`UPDATE_RULES` does not mark for inspection. One call per message on
-    the hot path.
+    :data:`UPDATE_RULES` does not mark for inspection (``needs``: :data:`NEEDS`,
+    or :data:`NEEDS_WITH_TOOLS`). One call per message on the hot path.
     """
     if type(body) is not dict:
         return False
@@ -124,11 +131,13 @@ def uninspected(body: Any, known: Collection[str]) -> bool:
     su = upd.get("sessionUpdate")
     if type(su) is not str:
         return True
-    need = _NEEDS.get(su, _NEVER)
+    need = needs.get(su, _NEVER)
     return need is _NEVER or (need is not None and need not in upd)
 
 
-def envelope_uninspected(env: Envelope, known: Collection[str]) -> bool:
+def envelope_uninspected(
+    env: Envelope, known: Collection[str], needs: dict[str, str | None] = NEEDS
+) -> bool:
     """:func:`uninspected` for an :class:`~acp_proxy.core.wire.runs.Envelope`.
 
     The envelope's type already rules out ``id`` / ``result`` / ``error``
@@ -151,5 +160,5 @@ def envelope_uninspected(env: Envelope, known: Collection[str]) -> bool:
     su = upd.get("sessionUpdate")
     if su is None:
         return True
-    need = _NEEDS.get(update_kind(su) or "", _NEVER)
+    need = needs.get(update_kind(su) or "", _NEVER)
     return need is _NEVER or (need is not None and need not in upd)

@@ -173,16 +173,33 @@ def test_v2_command_cwd_glob_is_normalised() -> None:
     assert p.decide(ROOT, RP, v2_command("make", cwd="/ws/../etc")).action == "ask"
 
 
-def test_protocol_version_decides_which_shape_is_read() -> None:
-    """v1 reads toolCall even beside a subject; v2 reads subject only; None goes by shape."""
-    p = policy({"action": "deny", "tool_kind": "fetch"})
+def test_every_shape_is_read_whatever_the_version() -> None:
+    """Finding 4 (version confusion): a request holding both a v1 toolCall and a v2
+    subject is denied if a deny rule matches either, and auto-allowed only when both
+    are allowed; no version is consulted."""
+    p = policy(
+        {"name": "no-fetch", "action": "deny", "tool_kind": "fetch"},
+        {"name": "ls-ok", "action": "allow", "command": "ls"},
+        {"name": "reads-ok", "action": "allow", "tool_kind": "read"},
+    )
     both = v2_tool({"kind": "read"})
     both["toolCall"] = {"toolCallId": "t", "kind": "fetch"}
-    assert p.decide(ROOT, RP, both, protocol_version=1).action == "deny"
-    assert p.decide(ROOT, RP, both, protocol_version=2).action == "ask"
-    assert p.decide(ROOT, RP, both).action == "ask"  # has a subject: v2 shape
-    assert p.decide(ROOT, RP, v1({"kind": "fetch"}), protocol_version=2).action == "ask"
+    assert p.decide(ROOT, RP, both).rule == "no-fetch"
+    hostile = v2_command("ls")
+    hostile["toolCall"] = {"toolCallId": "t", "kind": "fetch", "title": "fetch http://evil"}
+    d = p.decide(ROOT, RP, hostile)
+    assert (d.action, d.rule, d.option_kind) == ("deny", "no-fetch", "reject_once")
+    # a harmless subject beside a tool call no rule matches: asked, never allowed
+    unknown = v2_command("ls")
+    unknown["toolCall"] = {"toolCallId": "t", "kind": "execute"}
+    d = p.decide(ROOT, RP, unknown)
+    assert (d.action, d.option_id) == ("ask", None)
+    # both shapes allowed: allowed
+    fine = v2_command("ls")
+    fine["toolCall"] = {"toolCallId": "t", "kind": "read"}
+    assert p.decide(ROOT, RP, fine).action == "allow"
     assert p.decide(ROOT, RP, v1({"kind": "fetch"})).action == "deny"
+    assert p.decide(ROOT, RP, v2_command("ls")).action == "allow"
 
 
 @pytest.mark.parametrize(
@@ -406,18 +423,33 @@ def _announce(reg: Registry, parent: str, child: str, **fields: Any) -> None:
 
 
 def test_session_context_from_registry() -> None:
-    """A child uses its own cwd if announced, else its nearest ancestor's workspace."""
+    """A child resolves against its own cwd if announced, else its nearest ancestor's;
+    its roots are always its root session's (finding 5: never widened by the agent)."""
     reg = Registry()
     reg.mark_known("S")
     _announce(reg, "S", "C1")
     _announce(reg, "C1", "C2", cwd="/ws/c2", additionalDirectories=["/more"])
     _announce(reg, "C2", "C3")
+    _announce(reg, "S", "W", cwd="/", additionalDirectories=["/"])
     workspaces = {"S": Workspace("/ws", ("/extra",))}
     assert session_context("S", reg, workspaces) == SessionContext("S", workspace=WS)
-    assert session_context("C1", reg, workspaces) == SessionContext("C1", True, "S", WS)
-    own = Workspace("/ws/c2", ("/more",))
-    assert session_context("C2", reg, workspaces) == SessionContext("C2", True, "C1", own)
-    assert session_context("C3", reg, workspaces) == SessionContext("C3", True, "C2", own)
+    c1 = session_context("C1", reg, workspaces)
+    assert (c1.child, c1.parent_id, c1.workspace.cwd) == (True, "S", "/ws")
+    assert c1.workspace.roots == WS.roots == ("/ws", "/extra")
+    c2 = session_context("C2", reg, workspaces)
+    assert (c2.parent_id, c2.workspace.cwd, c2.workspace.roots) == ("C1", "/ws/c2", WS.roots)
+    c3 = session_context("C3", reg, workspaces)
+    assert (c3.parent_id, c3.workspace.cwd, c3.workspace.roots) == ("C2", "/ws/c2", WS.roots)
+    assert not c2.workspace.contains("/more/x")  # the agent's own dirs are not roots
+    wide = session_context("W", reg, workspaces).workspace
+    assert wide.roots == WS.roots
+    assert not wide.contains(wide.resolve("etc/cron.d/x"))  # resolved against "/"
+    assert not wide.contains("/root/.bashrc")
+    assert wide.contains("/ws/a")
+    # a child whose root the client never gave: nothing is inside
+    orphan = session_context("C1", reg, {}).workspace
+    assert orphan.roots == ()
+    assert not orphan.contains("/ws/a")
     assert session_context("unknown", reg, workspaces) == SessionContext("unknown")
     assert session_context(None, reg, workspaces) == SessionContext(None)
 
