@@ -207,6 +207,8 @@ class AgentDirection:
             if type(upd) is not dict:
                 return None
             su = upd.get("sessionUpdate")
+            if type(su) is not str:
+                return None  # a kind that names nothing (and is not hashable as a key)
             if su == "session_message":
                 for key in UPDATE_RULES["session_message"].ids:
                     v = upd.get(key)
@@ -386,6 +388,8 @@ class AgentDirection:
             upd = p.get("update") if p is not None else None
             if type(upd) is dict:
                 su = upd.get("sessionUpdate")
+                if type(su) is not str:
+                    su = None  # not a kind the engine acts on (and not hashable as a key)
                 if su in _SUBAGENT_UPDATES and self.negotiated.protocol_version == 1:
                     self._v1_opt_in(m, su, out)
                 if su == "subagent_update":

@@ -55,8 +55,7 @@ from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
-    REFERENCE_KEYS,
-    SESSION_ID_KEYS,
+    UPDATE_RULES,
     envelope_uninspected,
     uninspected,
 )
@@ -503,23 +502,30 @@ class ProxyCore:
 
     # ------------------------------------------------------------ dispatch
 
-    def _bad_session_id(self, params: dict[str, Any]) -> bool:
-        """True when ``params.sessionId`` is present but not a string, or it or
-        ``params.update.sessionId`` is a string longer than
-        ``limits.max_session_id_bytes`` (every field naming a session is
-        type-checked, and state keyed by session ids stays bounded in bytes)."""
+    def _bad_session_id(self, m: Message) -> bool:
+        """True when ``params.sessionId`` is present but not a string, or a session id
+        the engine may key state on is a string longer than
+        ``limits.max_session_id_bytes``: ``params.sessionId``, and in a
+        ``session/update`` the members and reference lists
+        :data:`~acp_proxy.core.wire.passthrough.UPDATE_RULES` names for its kind
+        (the same table the fast path reads, so a message the fast path forwards
+        is never refused here)."""
+        params = m.params
+        assert params is not None
         named = params.get("sessionId", "")
         if type(named) is not str:
             return True
-        upd = params.get("update")
         ids: list[Any] = [named]
-        if type(upd) is dict:
-            # every reference the hold buffer may key on (AgentDirection.unknown_session)
-            ids += (upd.get(k) for k in SESSION_ID_KEYS)
-            for key in REFERENCE_KEYS:
-                items = upd.get(key)
-                if type(items) is list:
-                    ids += (i.get("sessionId") for i in items if type(i) is dict)
+        upd = params.get("update")
+        if type(upd) is dict and m.method == "session/update":
+            su = upd.get("sessionUpdate")
+            rule = UPDATE_RULES.get(su) if type(su) is str else None
+            if rule is not None:
+                ids += (upd.get(k) for k in rule.ids)
+                if rule.refs is not None:
+                    items = upd.get(rule.refs[0])
+                    if type(items) is list:
+                        ids += (i.get("sessionId") for i in items if type(i) is dict)
         limit = self._max_sid
         for sid in ids:
             if (
@@ -554,7 +560,7 @@ class ProxyCore:
         self.n.accepted += 1
         if m.kind is _INVALID:
             self._invalid(source, m, out)
-        elif m.params is not None and self._bad_session_id(m.params):
+        elif m.params is not None and self._bad_session_id(m):
             self._too_long(source, m, out)
         elif m.ambiguous:
             self._ambiguous(source, m, out)

@@ -168,6 +168,9 @@ class Registry:
                 oldest = next(iter(self.provisional))
                 del self.provisional[oldest]
                 self.known.discard(oldest)  # its later traffic is held again
+                # never established, now forgotten: fail closed (a client
+                # mutation naming it must not pass as on an unknown session)
+                self.deny(oldest)
         return True
 
     def _remember_ordinary(self, session_id: str) -> None:

@@ -24,7 +24,6 @@ __all__ = [
     "NEEDS",
     "NEEDS_WITH_TOOLS",
     "REFERENCE_LISTS",
-    "SESSION_ID_KEYS",
     "UPDATE_RULES",
     "UpdateRule",
     "envelope_uninspected",
@@ -64,14 +63,6 @@ UPDATE_RULES: dict[str, UpdateRule] = {
 REFERENCE_LISTS: dict[str, tuple[str, str]] = {
     su: rule.refs for su, rule in UPDATE_RULES.items() if rule.refs is not None
 }
-#: Update members naming a session directly, in any update kind ("sessionId" of a
-#: subagent_update's child, a session_message's sender and recipient).
-SESSION_ID_KEYS: tuple[str, ...] = tuple(
-    dict.fromkeys(k for rule in UPDATE_RULES.values() for k in rule.ids)
-)
-#: List members whose items may name a session, in any update kind.
-REFERENCE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(key for key, _ in REFERENCE_LISTS.values()))
-
 #: sessionUpdate -> None (always inspected) or the member whose presence makes it
 #: inspected: the fast-path predicates' default table.
 NEEDS: dict[str, str | None] = {

@@ -24,7 +24,7 @@ from support.corekit import (
     update,
 )
 
-from acp_proxy.config import Config, LimitsConfig
+from acp_proxy.config import Config, HoldConfig, LimitsConfig
 from acp_proxy.core.actions import Send
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
@@ -295,3 +295,69 @@ def test_a_large_frame_gets_the_nesting_verdict_a_small_one_gets(extra: int) -> 
                 [answer] = sends(out, CLIENT)
                 assert "limits.max_nesting_depth" in decoded(answer)["error"]["message"]
             assert_accounting(core)
+
+
+@pytest.mark.parametrize("kind", ["[1]", "{}", "7", "null", "true"])
+def test_a_session_update_kind_that_is_not_a_string_never_raises(kind: str) -> None:
+    """A non-string sessionUpdate sent down the full path (here by params._meta) is forwarded,
+    held or dropped, never an exception out of the core (hostile review: TypeError,
+    unhashable list, killed the proxy)."""
+    core = ProxyCore()
+    open_session(core, "S")
+    for sid in ("S", "U"):
+        frame = (
+            f'{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{sid}",'
+            f'"_meta":{{}},"update":{{"sessionUpdate":{kind}}}}}}}'
+        ).encode()
+        core.receive(AGENT, frame, 0.0)
+        core.receive(AGENT, [frame, frame], 0.0)
+        core.receive(AGENT, Lines(frame + b"\n" + frame), 0.0)
+    core.receive(AGENT, announce("S", "U"), 1.0)
+    assert_accounting(core)
+
+
+def test_session_ids_the_fast_path_forwards_are_not_refused_on_the_full_path() -> None:
+    """A long id in a member the table does not name for that update kind is forwarded on
+    every path; in a member it names, refused on every path (was: forwarded alone, dropped
+    when the full path was forced)."""
+    long = "X" * 2000
+    ignored = [
+        update("S", {"sessionUpdate": "agent_message_chunk", "sessionId": long}),
+        update("S", {"sessionUpdate": "plan", "senderSessionId": long}),
+        update("S", {"sessionUpdate": "plan", "content": [{"type": "session", "sessionId": long}]}),
+    ]
+    keyed = [
+        update("S", {"sessionUpdate": "session_message", "senderSessionId": long}),
+        update("S", {"sessionUpdate": "tool_call", "content": [{"sessionId": long}]}),
+    ]
+    for frames, forwarded in ((ignored, True), (keyed, False)):
+        for frame in frames:
+            meta = frame[:-2] + b',"_meta":{"x":1}}}'  # forces the full path
+            for variant in (frame, meta):
+                core = ProxyCore()
+                open_session(core, "S")
+                out = core.receive(AGENT, variant, 0.0)
+                assert (sends(out, CLIENT) == [variant]) is forwarded, variant[:90]
+                assert_accounting(core)
+
+
+def test_a_forgotten_provisional_session_stays_refused() -> None:
+    """An id released by hold expiry (never established) that the registry forgets when
+    more expire is denied, not treated as unknown (hostile review: the client's prompt on it
+    then reached the agent)."""
+    core = ProxyCore(
+        Config(limits=LimitsConfig(max_children=2), hold=HoldConfig(timeout_seconds=1))
+    )
+    open_session(core, "S")
+    prompt = req(50, "session/prompt", {"sessionId": "C9", "prompt": []})
+    core.receive(AGENT, chunk("C9", "a"), 0.0)
+    core.handle_timer(5.0)  # released: provisional
+    assert sends(core.receive(CLIENT, prompt, 6.0), AGENT) == []
+    for i in range(5):  # more provisional ids push C9 out
+        core.receive(AGENT, chunk(f"Z{i}", "a"), 10.0 + i)
+        core.handle_timer(20.0 + i)
+    again = req(51, "session/prompt", {"sessionId": "C9", "prompt": []})
+    out = core.receive(CLIENT, again, 30.0)
+    assert sends(out, AGENT) == []
+    assert "mutation_rejected" in events(out)
+    assert_accounting(core)
