@@ -544,3 +544,21 @@ def test_max_nesting_depth_out_of_range_is_refused_naming_the_bound(depth: int) 
 def test_max_nesting_depth_within_range_is_kept() -> None:
     assert config_from_dict({"limits": {"max_nesting_depth": 8}}).limits.max_nesting_depth == 8
     assert Config().limits.max_nesting_depth == 512
+
+
+def test_a_config_path_that_is_not_a_regular_small_file_is_refused_without_blocking(
+    tmp_path: Path,
+) -> None:
+    """/dev/zero, a FIFO or a huge file: a ConfigError at once (a hostile review swapped the
+    config for a symlink to /dev/zero and the reload grew memory without bound)."""
+    import os
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"# " + b"x" * (1024 * 1024) + b"\n")
+    zero = tmp_path / "zero.toml"
+    zero.symlink_to("/dev/zero")
+    for path, why in ((fifo, "not a regular file"), (zero, "not a regular file"), (big, "larger")):
+        with pytest.raises(ConfigError, match=why):
+            load_config(path)

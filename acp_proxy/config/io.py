@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
@@ -314,17 +315,41 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     """
     name = os.fsdecode(path)
     try:
-        with open(path, "rb") as file:
-            data = tomllib.load(file)
-    except OSError as exc:
-        raise ConfigError(
-            "", f"cannot read config file: {exc.strerror or exc}", source=name
-        ) from exc
+        data = tomllib.loads(read_config_bytes(path).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError("", f"not UTF-8 text: {exc.reason}", source=name) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("", f"invalid TOML: {exc}", source=name) from exc
     return config_from_dict(data, source=name)
+
+
+#: Largest config file read (bytes): a config is a few KiB; a path that points at
+#: ``/dev/zero`` or a huge file must not hold the proxy.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def read_config_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the config file at ``path`` (symlinks followed), at most
+    :data:`MAX_CONFIG_BYTES`.
+
+    Raises:
+        ConfigError: it cannot be opened, is not a regular file (a FIFO or a
+            device is refused without blocking), or is larger than the bound.
+    """
+    name = os.fsdecode(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO never blocks
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ConfigError("", "not a regular file", source=name)
+            data = file.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(
+            "", f"cannot read config file: {exc.strerror or exc}", source=name
+        ) from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError("", f"larger than {MAX_CONFIG_BYTES} bytes", source=name)
+    return data
 
 
 # --- dumping ----------------------------------------------------------------

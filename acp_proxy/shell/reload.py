@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterator
 import trio
 
 from acp_proxy.config import Config
+from acp_proxy.config.io import read_config_bytes
 from acp_proxy.config.reload import apply_reload, policy_digest
 from acp_proxy.core.actions import Audit, AuditEvent
-from acp_proxy.errors import UsageError
+from acp_proxy.errors import ConfigError, UsageError
 from acp_proxy.shell.relay import AuditSink, Relay
 
 __all__ = ["LivePolicy", "watch_config"]
@@ -133,10 +134,9 @@ class LivePolicy:
 def _content_digest(path: str) -> str | None:
     """The SHA-256 of the file's bytes (through symlinks), ``None`` when it cannot be read."""
     try:
-        with open(path, "rb") as file:
-            return hashlib.sha256(file.read()).hexdigest()
-    except OSError:
-        return None
+        return hashlib.sha256(read_config_bytes(path)).hexdigest()
+    except ConfigError:
+        return None  # not readable, not a regular file, or over MAX_CONFIG_BYTES
 
 
 def _directory_of(path: str) -> str:

@@ -51,6 +51,10 @@ class Outcome:
     decisions: tuple[str, ...]
 
 
+#: Distinct connections one replay builds an engine for (each holds its own state).
+MAX_REPLAY_CONNECTIONS = 4096
+
+
 def read_trace(lines: Iterable[str], where: str = "the trace") -> tuple[Record, list[Record]]:
     """The header and the records of a trace.
 
@@ -244,7 +248,17 @@ def run_replay(argv: list[str], stdout: TextIO | None = None) -> int:
             f"{path!r} was recorded without content: record it with --trace-content "
             "(or [trace] include_content = true) to replay it"
         )
-    pairs = compare(records, replay(config, records))
+    conns = {rec.get("conn", 1) for rec in records}
+    if len(conns) > MAX_REPLAY_CONNECTIONS:
+        raise UsageError(
+            f"{path!r} holds {len(conns)} connections; replay reads at most "
+            f"{MAX_REPLAY_CONNECTIONS} (one engine each)"
+        )
+    try:
+        pairs = compare(records, replay(config, records))
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        # a field missing or of the wrong type: a trace this version did not write
+        raise UsageError(f"{path!r} is not a valid trace: {type(exc).__name__}: {exc}") from None
     many = len({o.conn for o, _ in pairs}) > 1
     differ = 0
     for same, line in _lines(pairs, opts.diff, many):

@@ -168,3 +168,39 @@ def test_replay_needs_a_trace_with_content(tmp_path: Path) -> None:
     other.write_text('{"type": "header", "format": "acp-proxy-trace", "version": 99}\n')
     with pytest.raises(UsageError, match="version 99"):
         run_replay([str(other)], io.StringIO())
+
+
+_MSG = {"type": "message", "seq": 1, "dir": "client->agent", "content": "{}"}
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{**_MSG, "conn": "abc", "decision": "forwarded"}],
+        [{"type": "closed", "conn": 1, "peer": "zzz"}],
+        [{**_MSG, "t": {}, "decision": "forwarded"}],
+        [_MSG, {"type": "message", "of": 1, "dir": "client->agent"}],
+    ],
+    ids=["conn-not-a-number", "unknown-peer", "time-not-a-number", "no-decision"],
+)
+def test_replay_of_a_hostile_trace_is_a_usage_error_not_a_traceback(
+    tmp_path: Path, records: list[dict[str, Any]]
+) -> None:
+    """A record of the wrong shape (found by a hostile review: tracebacks) names the file."""
+    bad = tmp_path / "bad.jsonl"
+    head = {"type": "header", "format": TRACE_FORMAT, "version": 1, "content": True}
+    bad.write_text("".join(json.dumps(r) + "\n" for r in [head, *records]))
+    with pytest.raises(UsageError, match="not a valid trace"):
+        run_replay([str(bad)], io.StringIO())
+
+
+def test_replay_refuses_a_trace_with_too_many_connections(tmp_path: Path) -> None:
+    """One engine per connection: a trace naming more than the bound is refused up front."""
+    bad = tmp_path / "many.jsonl"
+    head = {"type": "header", "format": TRACE_FORMAT, "version": 1, "content": True}
+    lines = [json.dumps(head)] + [
+        json.dumps({"type": "closed", "conn": i, "side": "client"}) for i in range(5000)
+    ]
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UsageError, match="5000 connections"):
+        run_replay([str(bad)], io.StringIO())
