@@ -47,8 +47,11 @@ log = logging.getLogger("acp_proxy.metrics")
 
 #: bytes of one request's head accepted
 MAX_REQUEST_BYTES = 16 * 1024
-#: seconds a client has to send its request
+#: seconds a client has to send its request (and to read the answer)
 REQUEST_TIMEOUT_SECONDS = 10.0
+#: Requests served at once; a connection beyond is closed unanswered (each idle one
+#: is otherwise held for REQUEST_TIMEOUT_SECONDS).
+MAX_CONNECTIONS = 64
 
 PATHS = ("/metrics", "/healthz", "/readyz", "/status")
 
@@ -242,9 +245,10 @@ async def _serve_one(
             ("cache-control", "no-store"),
         ],
     )
-    await stream.send_all(
-        conn.send(response) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
-    )
+    with trio.move_on_after(REQUEST_TIMEOUT_SECONDS):  # a reader that never reads
+        await stream.send_all(
+            conn.send(response) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
+        )
 
 
 async def serve_metrics(
@@ -274,9 +278,14 @@ async def serve_metrics(
     log.info("metrics and status at http://%s:%d/metrics", host, bound)
     task_status.started(bound)
 
+    slots = trio.Semaphore(MAX_CONNECTIONS)
+
     async def handler(stream: trio.SocketStream) -> None:
         try:
-            await _serve_one(stream, hub, token, hosts, cfg)
+            if slots.value == 0:
+                return  # over MAX_CONNECTIONS at once: closed at once (idle ones would pile up)
+            async with slots:
+                await _serve_one(stream, hub, token, hosts, cfg)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError, OSError):
             pass
         finally:

@@ -274,3 +274,36 @@ def test_protocol_v2_peer_names_are_read_from_info() -> None:
     both = {"clientInfo": {"name": "v1-name"}, "info": {"name": "v2-name"}}
     core.receive(CLIENT, req(0, "initialize", both), 0.0)
     assert core.negotiated.client_name == "v1-name"
+
+
+async def test_idle_connections_beyond_the_bound_do_not_block_the_metrics_server() -> None:
+    """MAX_CONNECTIONS idle connections (a slowloris) hold their slots; one more is closed at
+    once, and a request still gets its answer when a slot frees (hostile review: no cap)."""
+    from acp_proxy.shell import metrics
+
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_metrics, "127.0.0.1:0", Hub(tally=Tally()), Config())
+        idle = [
+            await trio.open_tcp_stream("127.0.0.1", port) for _ in range(metrics.MAX_CONNECTIONS)
+        ]
+        with trio.fail_after(20):
+            while True:  # until the server has taken every slot, one more is closed at once
+                extra = await trio.open_tcp_stream("127.0.0.1", port)
+                with trio.move_on_after(1):
+                    if await extra.receive_some(1) == b"":
+                        break
+                idle.append(extra)  # it got a slot before the others were taken
+            await extra.aclose()
+        await idle.pop().aclose()
+        with trio.fail_after(5):
+            while True:  # the freed slot serves the next request
+                try:
+                    status, _ = await get(port, "/healthz")
+                except (IndexError, trio.BrokenResourceError):
+                    status = 0  # closed unanswered: the slot is not free yet
+                if status == 200:
+                    break
+                await trio.sleep(0.05)
+        for stream in idle:
+            await stream.aclose()
+        nursery.cancel_scope.cancel()
