@@ -42,7 +42,9 @@ Matching (see :class:`Policy` for the decision among rules)
 -----------------------------------------------------------
 - String matchers are :func:`fnmatch.fnmatchcase` globs: case-sensitive,
   ``*`` also crosses ``/`` (so ``**`` is ``*``), ``?``, ``[...]``, ``[!...]``;
-  a list matches when any pattern does. A matcher reading a field the
+  a list matches when any pattern does. A *deny* rule's globs also match
+  case-folded (``/root/.SSH/id_rsa`` meets ``**/.ssh/**``); allow and ask
+  rules match exactly (fail closed). A matcher reading a field the
   request lacks (or holds as a non-string) does not match.
 - ``session`` reads the context's session id, ``child`` / ``parent`` its
   place in the child tree.
@@ -54,7 +56,11 @@ Matching (see :class:`Policy` for the decision among rules)
 - ``command`` reads v2 ``subject.command`` (``subject.type == "command"``)
   or, for ``terminal/create``, ``command`` and ``args`` joined by single
   spaces; ``cwd`` the command's cwd (``terminal/create`` without ``cwd``:
-  the session's cwd, where the client runs it).
+  the session's cwd, where the client runs it). A deny rule's ``command`` (and
+  ``raw_input``) also reads other spellings (:func:`command_variants`):
+  whitespace runs as one space, the executable without its directory, the
+  script of ``sh -c`` / ``bash -c``. Advisory: an agent can always hide a
+  command line; the durable control is that everything else asks.
 - Paths and cwds must be absolute POSIX paths (ACP requires it; a client
   resolves a relative one against its own working directory): while the
   policy is active, an ``fs/*`` ``path`` or ``terminal/create`` ``cwd`` that is
@@ -79,7 +85,9 @@ Matching (see :class:`Policy` for the decision among rules)
 
 from __future__ import annotations
 
+import functools
 import posixpath
+import shlex
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -144,11 +152,16 @@ class Workspace:
             return None
         return _normpath(path)
 
-    def contains(self, resolved: str | None) -> bool:
-        """True when the resolved path is a root or below one."""
+    def contains(self, resolved: str | None, *, fold: bool = False) -> bool:
+        """True when the resolved path is a root or below one (``fold``: compared
+        case-folded, as a case-insensitive filesystem would)."""
         if resolved is None:
             return False
+        if fold:
+            resolved = resolved.casefold()
         for root in self.roots:
+            if fold:
+                root = root.casefold()
             if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
                 return True
         return False
@@ -538,6 +551,7 @@ class _Facts:
     incomplete: bool = False  # a field the rules read is too large to read (OPAQUE)
     kind_unknown: bool = False  # a tool call whose kind is missing (or not a string)
     unresolved: bool = False  # a path or cwd that is not absolute (or an unknown cwd)
+    commands: tuple[str, ...] = ()  # command line spellings deny rules also read
 
 
 #: Why a governed request could not be decided on its fields.
@@ -607,6 +621,7 @@ def _shapes(
                     audit,
                     incomplete,
                     unresolved=cwd_text is not None and cwd is None,
+                    commands=command_variants(command) if command is not None else (),
                 )
             )
         else:
@@ -634,6 +649,10 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         cwd_text = _str(raw_cwd)
         cwd = ws.resolve(cwd_text) if cwd_text is not None else None
         audit = _clean({"command": command, "cwd": cwd_text})
+        commands: tuple[str, ...] = ()
+        if command is not None:
+            argv = [command] if raw_args is None else [str(raw_command), *map(str, raw_args)]
+            commands = _unique((*_argv_variants(argv, 0), *command_variants(command)))
         return _Facts(
             None,
             command,
@@ -643,6 +662,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
             audit,
             incomplete,
             unresolved=cwd is None,
+            commands=commands,
         )
     raw = params.get("path")
     raw_path = _str(raw)
@@ -690,6 +710,64 @@ def _glob(value: str | None, patterns: Sequence[str]) -> bool:
     return value is not None and any(fnmatchcase(value, p) for p in patterns)
 
 
+def _deny_glob(value: str | None, patterns: Sequence[str]) -> bool:
+    """A deny rule's glob: exact, or case-folded (``/root/.SSH/id_rsa`` is ``**/.ssh/**``)."""
+    if value is None:
+        return False
+    folded = value.casefold()
+    return any(fnmatchcase(value, p) or fnmatchcase(folded, p.casefold()) for p in patterns)
+
+
+#: Programs whose ``-c`` argument is a script (its command lines are matched too).
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+_MAX_DEPTH = 3
+
+
+def _unique(items: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+@functools.lru_cache(maxsize=256)
+def command_variants(line: str) -> tuple[str, ...]:
+    """The spellings of a command line deny rules read (advisory: see the README).
+
+    The line as is; every whitespace run (tab, newline, CR) as one space; and,
+    when it splits as a shell word list (:func:`shlex.split`), the variants of
+    that argv (:func:`_argv_variants`).
+    """
+    return _unique(_line_variants(line, 0))
+
+
+def _line_variants(line: str, depth: int) -> list[str]:
+    out = [line, " ".join(line.split())]
+    if depth < _MAX_DEPTH:
+        try:
+            argv = shlex.split(line)
+        except ValueError:
+            argv = []
+        if argv:
+            out += _argv_variants(argv, depth + 1)
+    return out
+
+
+def _argv_variants(argv: Sequence[str], depth: int) -> list[str]:
+    """An argv joined by single spaces (whitespace runs folded); again with the
+    executable's directory stripped (``/usr/bin/sudo`` -> ``sudo``); and every
+    argument of a ``sh -c`` / ``bash -c`` (any ``-...c...`` option), as a line."""
+    words = [" ".join(a.split()) for a in argv]
+    out = [" ".join(argv), " ".join(words)]
+    name = posixpath.basename(words[0]) if words else ""
+    if name and name != words[0]:
+        out.append(" ".join([name, *words[1:]]))
+    if depth < _MAX_DEPTH and name in _SHELLS:
+        flags = [a for a in argv[1:] if a.startswith("-") and not a.startswith("--")]
+        if any("c" in a[1:] for a in flags):
+            for arg in argv[1:]:
+                if not arg.startswith("-"):
+                    out += _line_variants(arg, depth + 1)
+    return out
+
+
 def _raw_value(value: object) -> str | None:
     if isinstance(value, str):
         return value
@@ -699,12 +777,19 @@ def _raw_value(value: object) -> str | None:
 
 
 def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bool:
-    """Every matcher the rule gives matches (AND)."""
-    if rule.session is not None and not _glob(context.session_id, rule.session):
+    """Every matcher the rule gives matches (AND).
+
+    A deny rule's globs also match case-folded, and its ``command`` (and any
+    ``raw_input`` value) is read in every spelling :func:`command_variants`
+    gives; allow and ask rules match exactly (fail closed).
+    """
+    deny = rule.action == "deny"
+    glob = _deny_glob if deny else _glob
+    if rule.session is not None and not glob(context.session_id, rule.session):
         return False
     if rule.child is not None and rule.child != context.child:
         return False
-    if rule.parent is not None and not (context.child and _glob(context.parent_id, rule.parent)):
+    if rule.parent is not None and not (context.child and glob(context.parent_id, rule.parent)):
         return False
     tool = facts.tool
     for key, patterns in (
@@ -712,26 +797,39 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
         ("kind", rule.tool_kind),
         ("title", rule.tool_title),
     ):
-        if patterns is not None and (tool is None or not _glob(_str(tool.get(key)), patterns)):
+        if patterns is not None and (tool is None or not glob(_str(tool.get(key)), patterns)):
             return False
     if rule.raw_input is not None:
         raw = tool.get("rawInput") if tool is not None else None
         if not isinstance(raw, dict):
             return False
         for key, patterns in rule.raw_input.items():
-            if not _glob(_raw_value(raw.get(key)), patterns):
+            value = _raw_value(raw.get(key))
+            if not deny:
+                if not _glob(value, patterns):
+                    return False
+            elif value is None or not any(_deny_glob(v, patterns) for v in command_variants(value)):
                 return False
-    if rule.command is not None and not _glob(facts.command, rule.command):
+    if rule.command is not None:
+        if not deny:
+            if not _glob(facts.command, rule.command):
+                return False
+        elif facts.command is None or not any(
+            _deny_glob(v, rule.command) for v in (facts.command, *facts.commands)
+        ):
+            return False
+    if rule.cwd is not None and not glob(facts.cwd, rule.cwd):
         return False
-    if rule.cwd is not None and not _glob(facts.cwd, rule.cwd):
-        return False
-    if rule.path is not None and not _glob(facts.path, rule.path):
+    if rule.path is not None and not glob(facts.path, rule.path):
         return False
     if rule.inside_workspace is not None:
         if not facts.has_location:
             return False  # nothing to place: a tool_call subject, no path at all
         located = facts.path if rule.method.startswith("fs/") else facts.cwd
-        if context.workspace.contains(located) != rule.inside_workspace:
+        inside = context.workspace.contains(located)
+        if deny and rule.inside_workspace:
+            inside = inside or context.workspace.contains(located, fold=True)
+        if inside != rule.inside_workspace:
             return False
     return True
 
