@@ -1011,3 +1011,26 @@ def test_command_deny_reads_normalised_spellings_on_request_permission() -> None
     assert p.decide(ROOT, RP, tool).rule == "net-tool"
     assert p.decide(ROOT, RP, v2_command("sh -c 'unbalanced")).rule is None
     assert p.decide(ROOT, RP, v2_command("ls -la")).rule is None
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("fs/read_text_file", {"path": "/proc/self/environ"}),
+        ("fs/read_text_file", {"path": "/proc/1/environ"}),
+        ("fs/read_text_file", {"path": "/root/.config/gh/hosts.yml"}),
+        ("fs/write_text_file", write("/ws/.config/gh/hosts.yml")),
+        ("terminal/create", terminal("rm", ["-Rv", "x"], cwd="/ws")),
+        ("terminal/create", terminal("rm", ["-v", "-rf", "/"], cwd="/ws")),
+        ("terminal/create", terminal("rm", ["-f", "--recursive", "/"], cwd="/ws")),
+        ("terminal/create", terminal("make", ["&&", "rm", "-R", "x"], cwd="/ws")),
+    ],
+)
+def test_strict_toml_denies_token_stores_and_rm_flag_orders(
+    method: str, params: dict[str, Any]
+) -> None:
+    """Finding 5 and 4: strict.toml refuses /proc/*/environ and the gh token store, and rm
+    with a recursive flag in any order or case."""
+    p = Policy(load_config(CONFIG_DIR / "strict.toml").permissions)
+    d = p.decide(ROOT, method, params)
+    assert (d.disposition, d.forced) == ("refuse", False)
