@@ -42,7 +42,9 @@ Matching (see :class:`Policy` for the decision among rules)
 -----------------------------------------------------------
 - String matchers are :func:`fnmatch.fnmatchcase` globs: case-sensitive,
   ``*`` also crosses ``/`` (so ``**`` is ``*``), ``?``, ``[...]``, ``[!...]``;
-  a list matches when any pattern does. A matcher reading a field the
+  a list matches when any pattern does. A *deny* rule's globs also match
+  case-folded (``/root/.SSH/id_rsa`` meets ``**/.ssh/**``); allow and ask
+  rules match exactly (fail closed). A matcher reading a field the
   request lacks (or holds as a non-string) does not match.
 - ``session`` reads the context's session id, ``child`` / ``parent`` its
   place in the child tree.
@@ -54,22 +56,38 @@ Matching (see :class:`Policy` for the decision among rules)
 - ``command`` reads v2 ``subject.command`` (``subject.type == "command"``)
   or, for ``terminal/create``, ``command`` and ``args`` joined by single
   spaces; ``cwd`` the command's cwd (``terminal/create`` without ``cwd``:
-  the session's cwd, where the client runs it).
-- Paths and cwds are resolved lexically before any matcher reads them: a
-  relative one is joined to the session cwd, then :func:`posixpath.normpath`
-  folds ``.``, ``..`` and repeated ``/``. The filesystem is never touched,
-  so a symbolic link inside the workspace that points outside is not seen.
+  the session's cwd, where the client runs it). A deny rule's ``command`` (and
+  ``raw_input``) also reads other spellings (:func:`command_variants`):
+  whitespace runs as one space, the executable without its directory, the
+  script of ``sh -c`` / ``bash -c``. Advisory: an agent can always hide a
+  command line; the durable control is that everything else asks.
+- Paths and cwds must be absolute POSIX paths (ACP requires it; a client
+  resolves a relative one against its own working directory): while the
+  policy is active, an ``fs/*`` ``path`` or ``terminal/create`` ``cwd`` that is
+  not one (``.bashrc``, ``~/x``, ``file:///x``, ``C:\\x``, a missing path) is
+  refused without a rule. Absolute ones are normalised lexically
+  (:func:`posixpath.normpath` folds ``.``, ``..`` and repeated ``/``). The
+  filesystem is never touched, so a symbolic link inside the workspace that
+  points outside is not seen.
+- A place that cannot be resolved (a ``terminal/create`` without ``cwd`` in a
+  session whose cwd is unknown or relative, a command subject's relative
+  ``cwd``) fails closed when a rule for the method reads ``path``, ``cwd`` or
+  ``inside_workspace``: fs / terminal requests are refused, a
+  request_permission is asked, never allowed. A child announced with a
+  relative cwd has an unknown cwd.
 - ``inside_workspace``: the resolved path is one of the workspace roots (the
   session's absolute ``cwd`` and ``additionalDirectories``) or below one
-  (``/ws-2/x`` is not inside ``/ws``). A path that cannot be resolved (a
-  relative path and no known cwd) is not inside any workspace: an
+  (``/ws-2/x`` is not inside ``/ws``). A path that cannot be resolved
+  is not inside any workspace: an
   ``inside_workspace = false`` deny rule refuses it (fail closed), an
   ``inside_workspace = true`` rule does not match.
 """
 
 from __future__ import annotations
 
+import functools
 import posixpath
+import shlex
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -124,23 +142,34 @@ class Workspace:
         return tuple(_normpath(root) for root in candidates if root.startswith("/"))
 
     def resolve(self, path: str) -> str | None:
-        """``path`` made absolute against ``cwd`` and normalised, or ``None`` if it cannot be."""
-        if not path:
+        """``path`` normalised, or ``None`` when it is not an absolute POSIX path.
+
+        A relative path (``.bashrc``, ``~/.bashrc``, ``file:///x``, ``C:\\x``) is
+        never joined to ``cwd``: a client resolves it against its own working
+        directory, which the proxy does not know.
+        """
+        if not is_absolute(path):
             return None
-        if not path.startswith("/"):
-            if not self.cwd or not self.cwd.startswith("/"):
-                return None
-            path = posixpath.join(self.cwd, path)
         return _normpath(path)
 
-    def contains(self, resolved: str | None) -> bool:
-        """True when the resolved path is a root or below one."""
+    def contains(self, resolved: str | None, *, fold: bool = False) -> bool:
+        """True when the resolved path is a root or below one (``fold``: compared
+        case-folded, as a case-insensitive filesystem would)."""
         if resolved is None:
             return False
+        if fold:
+            resolved = resolved.casefold()
         for root in self.roots:
+            if fold:
+                root = root.casefold()
             if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
                 return True
         return False
+
+
+def is_absolute(path: str) -> bool:
+    """True for an absolute POSIX path (``/`` first, no NUL): what ACP requires."""
+    return path.startswith("/") and "\0" not in path
 
 
 def _normpath(path: str) -> str:
@@ -198,7 +227,8 @@ def session_context(
     own announced ``cwd`` (or its nearest ancestor child's) is only where a
     relative path or a ``terminal/create`` without ``cwd`` is resolved (the
     client runs it there): outside the root's roots, it is outside the
-    workspace. A child whose root the client never gave has no root at all
+    workspace. A child cwd that is not an absolute path is unknown: it is
+    not replaced by an ancestor's. A child whose root the client never gave has no root at all
     (nothing is inside).
     """
     if session_id is None:
@@ -207,15 +237,18 @@ def session_context(
     if child is None:
         return SessionContext(session_id, workspace=workspaces.get(session_id, Workspace()))
     cwd: str | None = None
+    announced = False
     root = Workspace()
     for sid in (session_id, *registry.ancestors(session_id)):
         record = registry.child(sid)
         if record is None:
             root = workspaces.get(sid, Workspace())
             break
-        if cwd is None and record.cwd is not None:
-            cwd = record.cwd
-    workspace = Workspace(cwd if cwd is not None else root.cwd, (), root.roots)
+        if not announced and record.cwd is not None:
+            announced = True
+            # a relative cwd is unknown (never a base): the client places it, not the proxy
+            cwd = record.cwd if is_absolute(record.cwd) else None
+    workspace = Workspace(cwd if announced else root.cwd, (), root.roots)
     return SessionContext(session_id, True, child.parent_id, workspace)
 
 
@@ -320,6 +353,13 @@ class Policy:
         for index, rule in enumerate(config.rules):
             label = rule.name if rule.name is not None else f"rules[{index}]"
             self._by_method[rule.method].append((label, rule))
+        self._reads_location = {
+            method: any(
+                r.path is not None or r.cwd is not None or r.inside_workspace is not None
+                for _, r in rules
+            )
+            for method, rules in self._by_method.items()
+        }
         self._kind_denied = {
             method: any(r.action == "deny" and r.tool_kind is not None for _, r in rules)
             for method, rules in self._by_method.items()
@@ -369,10 +409,21 @@ class Policy:
         Returns:
             The :class:`Decision`; never raises on any params.
         """
+        p = params or {}
+        if self.active and method in _LOCATED:
+            misplaced = _not_absolute(method, p)
+            if misplaced is not None:
+                return Decision(
+                    method,
+                    "deny",
+                    error_code=self.config.refuse_code,
+                    reason=misplaced,
+                    facts=_clean({k: _str(p.get(k)) for k in ("path", "cwd", "command")}),
+                    forced=True,
+                )
         rules = self._by_method.get(method)
         if not rules:
             return Decision(method, "ask")
-        p = params or {}
         if method == _REQUEST_PERMISSION:
             shapes = _shapes(p, context, tools)
         else:
@@ -383,8 +434,13 @@ class Policy:
                 audit.setdefault(key, value)
         picks = [self._pick(rules, shape, context) for shape in shapes]
         chosen = next((c for c in picks if c is not None and c[1].action == "deny"), None)
-        if chosen is None and any(shape.incomplete for shape in shapes):
-            reason = f"{UNREADABLE_REASON}: fail closed"
+        why: str | None = None
+        if any(shape.incomplete for shape in shapes):
+            why = UNREADABLE_REASON
+        elif self._reads_location[method] and any(shape.unresolved for shape in shapes):
+            why = UNRESOLVED_REASON
+        if chosen is None and why is not None:
+            reason = f"{why}: fail closed"
             if method != _REQUEST_PERMISSION:
                 return Decision(
                     method,
@@ -394,9 +450,7 @@ class Policy:
                     facts=audit,
                     forced=True,
                 )
-            return Decision(
-                method, "ask", reason=f"{UNREADABLE_REASON}: asked", facts=audit, forced=True
-            )
+            return Decision(method, "ask", reason=f"{why}: asked", facts=audit, forced=True)
         if chosen is None:
             if any(c is None for c in picks):
                 return Decision(method, "ask", facts=audit)
@@ -496,10 +550,16 @@ class _Facts:
     audit: Mapping[str, str] = attrs.field(factory=dict)
     incomplete: bool = False  # a field the rules read is too large to read (OPAQUE)
     kind_unknown: bool = False  # a tool call whose kind is missing (or not a string)
+    unresolved: bool = False  # a path or cwd that is not absolute (or an unknown cwd)
+    commands: tuple[str, ...] = ()  # command line spellings deny rules also read
 
 
 #: Why a governed request could not be decided on its fields.
 UNREADABLE_REASON = "a field the permission rules read is too large to read"
+#: Why a governed request could not be placed.
+UNRESOLVED_REASON = "a path or cwd the permission rules read is not an absolute path"
+#: The methods whose ``path`` / ``cwd`` the client resolves: ACP requires them absolute.
+_LOCATED = {"fs/read_text_file": "path", "fs/write_text_file": "path", "terminal/create": "cwd"}
 #: The tool call fields the agent's session/update announcements are remembered for.
 TOOL_FIELDS = ("kind", "title", "name", "rawInput")
 
@@ -551,7 +611,19 @@ def _shapes(
             cwd = context.workspace.resolve(cwd_text) if cwd_text is not None else None
             audit = _clean({"command": command, "cwd": cwd_text})
             incomplete = raw_command is OPAQUE or raw_cwd is OPAQUE
-            shapes.append(_Facts(None, command, cwd, None, cwd_text is not None, audit, incomplete))
+            shapes.append(
+                _Facts(
+                    None,
+                    command,
+                    cwd,
+                    None,
+                    cwd_text is not None,
+                    audit,
+                    incomplete,
+                    unresolved=cwd_text is not None and cwd is None,
+                    commands=command_variants(command) if command is not None else (),
+                )
+            )
         else:
             shapes.append(_Facts(incomplete=subject is OPAQUE or kind is OPAQUE))
     if params.get("options") is OPAQUE and shapes:
@@ -577,7 +649,21 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         cwd_text = _str(raw_cwd)
         cwd = ws.resolve(cwd_text) if cwd_text is not None else None
         audit = _clean({"command": command, "cwd": cwd_text})
-        return _Facts(None, command, cwd, None, True, audit, incomplete)
+        commands: tuple[str, ...] = ()
+        if command is not None:
+            argv = [command] if raw_args is None else [str(raw_command), *map(str, raw_args)]
+            commands = _unique((*_argv_variants(argv, 0), *command_variants(command)))
+        return _Facts(
+            None,
+            command,
+            cwd,
+            None,
+            True,
+            audit,
+            incomplete,
+            unresolved=cwd is None,
+            commands=commands,
+        )
     raw = params.get("path")
     raw_path = _str(raw)
     path = ws.resolve(raw_path) if raw_path is not None else None
@@ -587,6 +673,22 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         audit=_clean({"path": raw_path}),
         incomplete=raw is OPAQUE,
     )
+
+
+def _not_absolute(method: str, params: Mapping[str, Any]) -> str | None:
+    """Why an fs / terminal request's path or cwd is refused (not an absolute POSIX
+    path: the client would resolve it against its own working directory), or ``None``.
+
+    A ``terminal/create`` without ``cwd`` runs in the session's (read later); a
+    value too large to read is left to the fail-closed check of the rules.
+    """
+    key = _LOCATED[method]
+    value = params.get(key)
+    if value is OPAQUE or (value is None and key == "cwd"):
+        return None
+    if isinstance(value, str) and is_absolute(value):
+        return None
+    return f"{key} is not an absolute path"
 
 
 def _clean(fields: Mapping[str, str | None]) -> dict[str, str]:
@@ -608,6 +710,64 @@ def _glob(value: str | None, patterns: Sequence[str]) -> bool:
     return value is not None and any(fnmatchcase(value, p) for p in patterns)
 
 
+def _deny_glob(value: str | None, patterns: Sequence[str]) -> bool:
+    """A deny rule's glob: exact, or case-folded (``/root/.SSH/id_rsa`` is ``**/.ssh/**``)."""
+    if value is None:
+        return False
+    folded = value.casefold()
+    return any(fnmatchcase(value, p) or fnmatchcase(folded, p.casefold()) for p in patterns)
+
+
+#: Programs whose ``-c`` argument is a script (its command lines are matched too).
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+_MAX_DEPTH = 3
+
+
+def _unique(items: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+@functools.lru_cache(maxsize=256)
+def command_variants(line: str) -> tuple[str, ...]:
+    """The spellings of a command line deny rules read (advisory: see the README).
+
+    The line as is; every whitespace run (tab, newline, CR) as one space; and,
+    when it splits as a shell word list (:func:`shlex.split`), the variants of
+    that argv (:func:`_argv_variants`).
+    """
+    return _unique(_line_variants(line, 0))
+
+
+def _line_variants(line: str, depth: int) -> list[str]:
+    out = [line, " ".join(line.split())]
+    if depth < _MAX_DEPTH:
+        try:
+            argv = shlex.split(line)
+        except ValueError:
+            argv = []
+        if argv:
+            out += _argv_variants(argv, depth + 1)
+    return out
+
+
+def _argv_variants(argv: Sequence[str], depth: int) -> list[str]:
+    """An argv joined by single spaces (whitespace runs folded); again with the
+    executable's directory stripped (``/usr/bin/sudo`` -> ``sudo``); and every
+    argument of a ``sh -c`` / ``bash -c`` (any ``-...c...`` option), as a line."""
+    words = [" ".join(a.split()) for a in argv]
+    out = [" ".join(argv), " ".join(words)]
+    name = posixpath.basename(words[0]) if words else ""
+    if name and name != words[0]:
+        out.append(" ".join([name, *words[1:]]))
+    if depth < _MAX_DEPTH and name in _SHELLS:
+        flags = [a for a in argv[1:] if a.startswith("-") and not a.startswith("--")]
+        if any("c" in a[1:] for a in flags):
+            for arg in argv[1:]:
+                if not arg.startswith("-"):
+                    out += _line_variants(arg, depth + 1)
+    return out
+
+
 def _raw_value(value: object) -> str | None:
     if isinstance(value, str):
         return value
@@ -617,12 +777,19 @@ def _raw_value(value: object) -> str | None:
 
 
 def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bool:
-    """Every matcher the rule gives matches (AND)."""
-    if rule.session is not None and not _glob(context.session_id, rule.session):
+    """Every matcher the rule gives matches (AND).
+
+    A deny rule's globs also match case-folded, and its ``command`` (and any
+    ``raw_input`` value) is read in every spelling :func:`command_variants`
+    gives; allow and ask rules match exactly (fail closed).
+    """
+    deny = rule.action == "deny"
+    glob = _deny_glob if deny else _glob
+    if rule.session is not None and not glob(context.session_id, rule.session):
         return False
     if rule.child is not None and rule.child != context.child:
         return False
-    if rule.parent is not None and not (context.child and _glob(context.parent_id, rule.parent)):
+    if rule.parent is not None and not (context.child and glob(context.parent_id, rule.parent)):
         return False
     tool = facts.tool
     for key, patterns in (
@@ -630,26 +797,39 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
         ("kind", rule.tool_kind),
         ("title", rule.tool_title),
     ):
-        if patterns is not None and (tool is None or not _glob(_str(tool.get(key)), patterns)):
+        if patterns is not None and (tool is None or not glob(_str(tool.get(key)), patterns)):
             return False
     if rule.raw_input is not None:
         raw = tool.get("rawInput") if tool is not None else None
         if not isinstance(raw, dict):
             return False
         for key, patterns in rule.raw_input.items():
-            if not _glob(_raw_value(raw.get(key)), patterns):
+            value = _raw_value(raw.get(key))
+            if not deny:
+                if not _glob(value, patterns):
+                    return False
+            elif value is None or not any(_deny_glob(v, patterns) for v in command_variants(value)):
                 return False
-    if rule.command is not None and not _glob(facts.command, rule.command):
+    if rule.command is not None:
+        if not deny:
+            if not _glob(facts.command, rule.command):
+                return False
+        elif facts.command is None or not any(
+            _deny_glob(v, rule.command) for v in (facts.command, *facts.commands)
+        ):
+            return False
+    if rule.cwd is not None and not glob(facts.cwd, rule.cwd):
         return False
-    if rule.cwd is not None and not _glob(facts.cwd, rule.cwd):
-        return False
-    if rule.path is not None and not _glob(facts.path, rule.path):
+    if rule.path is not None and not glob(facts.path, rule.path):
         return False
     if rule.inside_workspace is not None:
         if not facts.has_location:
             return False  # nothing to place: a tool_call subject, no path at all
         located = facts.path if rule.method.startswith("fs/") else facts.cwd
-        if context.workspace.contains(located) != rule.inside_workspace:
+        inside = context.workspace.contains(located)
+        if deny and rule.inside_workspace:
+            inside = inside or context.workspace.contains(located, fold=True)
+        if inside != rule.inside_workspace:
             return False
     return True
 
