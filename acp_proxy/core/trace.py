@@ -18,6 +18,7 @@ Pure: no I/O, the clock is the ``now`` argument; records are plain values.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -87,8 +88,43 @@ def _secret_name(name: str) -> bool:
     return _SECRET_NAME.search(re.sub(r"[_\-.]", "", name.lower())) is not None
 
 
-def _name_value_sub(m: re.Match[str]) -> str:
-    return m.group(1) + _REDACTED if _secret_name(m.group(2)) else m.group(0)
+#: a name in free text (``NAME=value``, ``NAME: value``, a header line) whose value is
+#: a secret, matched like :data:`_SECRET_NAME` but wider: any ``pass``, ``pwd``,
+#: ``secret``, ``token``, ``key``, ``auth``, ``credential``, ``cookie``
+#: (not ``tokens``, ``keyword``, ``author``... so that counts and prose stay)
+_TEXT_SECRET_NAME = re.compile(
+    r"pass(?!age|ive|through)|pwd|secret|token(?!s|iz)|key(?!word|board|stroke|frame|s$)"
+    r"|auth(?!or|method)|credential|cookie|signature"
+)
+#: header names whose whole value (``token x``, ``Basic x``) is a credential
+_AUTH_HEADERS = frozenset({"authorization", "proxyauthorization", "cookie", "setcookie"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_secret_name(name: str) -> bool:
+    return _TEXT_SECRET_NAME.search(re.sub(r"[_\-.]", "", name.lower())) is not None
+
+
+def _assignment_sub(m: re.Match[str]) -> str:
+    name, value = m.group("name"), m.group("value")
+    if not _text_secret_name(name) or value.startswith(_REDACTED):
+        return m.group(0)
+    if value[:1] in "\"'" and len(value) > 1 and value[-1] == value[0]:
+        return m.group("pre") + value[0] + _REDACTED + value[0]
+    return m.group("pre") + _REDACTED
+
+
+def _header_sub(m: re.Match[str]) -> str:
+    name = re.sub(r"[_\-.]", "", m.group(2).lower())
+    if name in _AUTH_HEADERS or _text_secret_name(name):
+        return m.group(1) + _REDACTED
+    return m.group(0)
+
+
+def _user_sub(m: re.Match[str]) -> str:
+    if m.group(2).isdigit() and m.group(3).isdigit():  # docker -u 1000:1000
+        return m.group(0)
+    return m.group(1) + _REDACTED
 
 
 def _query_sub(m: re.Match[str]) -> str:
@@ -97,6 +133,14 @@ def _query_sub(m: re.Match[str]) -> str:
         return m.group(1) + _REDACTED
     return m.group(0)
 
+
+#: a ``NAME`` in free text: letters, digits, ``_ - .``, optionally led by ``_`` (npm's
+#: ``_authToken``), not glued to a word before it
+_NAME = r"(?<![\w.\-])(?P<name>-*_*[A-Za-z][\w.\-]*)"
+#: MySQL / MariaDB clients take the password glued to ``-p`` (``psql -p`` is a port)
+_MYSQL_NAMES = (
+    r"(?:mysql(?:dump|admin|import|check|show|binlog|pump|sh)?|mariadb(?:-?dump|-?admin)?)"
+)
 
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # Authorization: Bearer / Basic credentials
@@ -110,18 +154,78 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
         r"\1" + _REDACTED + r"\3",
     ),
     # credentials in a URL: scheme://user:password@host (the whole user information)
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#\"']+@"), r"\1" + _REDACTED + "@"),
+    (
+        re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]{0,31}://)[^/\s@?#\"']+@"),
+        r"\1" + _REDACTED + "@",
+    ),
     # secret query parameters: ?access_token=..., &api_key=..., &sig=...
     (re.compile(r"([?&;]([A-Za-z0-9_.\-]+)=)[^&#\s\"'<>]+"), _query_sub),
-    # NAME=value of a secret-named variable: DATABASE_PASSWORD=..., --api-key=...
-    (re.compile(r"(\b([A-Za-z][A-Za-z0-9_.\-]*)=)[^\s&\"']+"), _name_value_sub),
-    # common API key shapes
-    (re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"), _REDACTED),  # OpenAI, Anthropic
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"), _REDACTED),  # GitHub
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), _REDACTED),  # AWS access key ids
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), _REDACTED),  # Slack
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), _REDACTED),  # Google
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), _REDACTED),
+    # HTTP headers (a hyphenated name, or Authorization / Cookie), the whole value:
+    # Authorization: token x, X-Api-Key: k, X-Auth-Token: t, Cookie: a=b
+    (
+        re.compile(
+            r"(?i)((?<![\w\-])((?:proxy-)?authorization|(?:set-)?cookie"
+            r"|[A-Za-z]\w*(?:-\w+)+)[ \t]*:(?!:)[ \t]*)"
+            r"(?=\S)[^\r\n\"']+"
+        ),
+        _header_sub,
+    ),
+    # a secret-named key leading its line with ``:`` or a spaced ``=``, the rest of the
+    # line: YAML, INI, ~/.pypirc, ~/.aws/credentials (password: x y, aws_secret_access_key = x)
+    (
+        re.compile(
+            r"(?m)(?P<pre>^[ \t]*(?:export[ \t]+|-[ \t]+)?"
+            + _NAME
+            + r"(?:[ \t]*:(?!:)|[ \t]+=(?!=)|=(?=[ \t]))[ \t]*)(?P<value>\S[^\r\n]*?)[ \t]*$"
+        ),
+        _assignment_sub,
+    ),
+    # anywhere else, one word: DATABASE_PASSWORD=x, --api-key=x, _authToken=x, token: x
+    (
+        re.compile(
+            r"(?P<pre>" + _NAME + r"[ \t]*(?::(?![:/])|=(?!=))[ \t]*)"
+            r"(?P<value>\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s\"'&]+)"
+        ),
+        _assignment_sub,
+    ),
+    # ~/.netrc: machine h login u password x (on one line, or password on a line of its own)
+    (re.compile(r"(?im)(^[ \t]*password[ \t]+)\S+(?=[ \t]*$)"), r"\1" + _REDACTED),
+    (
+        re.compile(r"(?i)(\b(?:machine|default)\b[^\r\n]{0,200}?\b(?:password|account)[ \t]+)\S+"),
+        r"\1" + _REDACTED,
+    ),
+    # curl / wget credentials: -u user:pass, --user user:pass, --user=user:pass
+    (
+        re.compile(
+            r"((?<![\w\-])(?:-u[ \t]*|--(?:proxy-)?user[ \t=][ \t]*)['\"]?([^\s:'\"]+):)"
+            r"([^\s'\"]+)"
+        ),
+        _user_sub,
+    ),
+    # mysql -uroot -phunter2 (a password glued to -p, on the command's line)
+    (
+        re.compile(
+            r"(\b" + _MYSQL_NAMES + r"\b[^\r\n|;&]{0,200}?[ \t]['\"]?-p['\"]?)(?=[^\s'\"])[^\s'\"]+"
+        ),
+        r"\1" + _REDACTED,
+    ),
+    # common API key shapes: OpenAI / Anthropic, GitHub, AWS access key ids, Slack, Google,
+    # Stripe (and its webhook secrets), npm, PyPI, JSON Web Tokens
+    (
+        re.compile(
+            r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"
+            r"|(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"
+            r"|(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+            r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
+            r"|AIza[0-9A-Za-z_\-]{35}\b"
+            r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"
+            r"|whsec_[A-Za-z0-9]{16,}"
+            r"|npm_[A-Za-z0-9]{30,}"
+            r"|pypi-[A-Za-z0-9_\-]{16,}"
+            r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})"
+        ),
+        _REDACTED,
+    ),
     (
         re.compile(
             r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL
@@ -151,6 +255,17 @@ def _is_name_value_list(value: Any) -> bool:
     )
 
 
+#: an argument of a MySQL client that carries a password (``-phunter2``)
+_MYSQL_ARG = re.compile(r"\A(-p)(?=.)(.*)\Z", re.DOTALL)
+
+
+def _is_mysql(command: Any) -> bool:
+    """Whether ``command`` (a ``terminal/create`` command) is a MySQL / MariaDB client."""
+    if type(command) is not str:
+        return False
+    return re.fullmatch(_MYSQL_NAMES + r"(?:\.exe)?", re.split(r"[/\\]", command)[-1]) is not None
+
+
 def _redact_value(value: Any, secret: bool = False) -> Any:
     """``value`` (decoded with :class:`_Object` and :class:`_Number`) with secrets replaced."""
     if secret and value is not None:
@@ -161,7 +276,10 @@ def _redact_value(value: Any, secret: bool = False) -> Any:
         return [_redact_value(v) for v in value]
     if type(value) is _Object:
         out = _Object()
+        mysql = any(k == "command" and _is_mysql(c) for k, c in value)
         for key, v in value:
+            if mysql and key == "args" and type(v) is list:
+                v = [_MYSQL_ARG.sub(r"\1" + _REDACTED, a) if type(a) is str else a for a in v]
             if key in _NAME_VALUE_KEYS and type(v) is _Object:
                 v = _Object((k, _REDACTED if x is not None else None) for k, x in v)
             elif key in _NAME_VALUE_KEYS and _is_name_value_list(v):

@@ -280,3 +280,102 @@ def test_the_readme_jq_line_selects_only_message_records_not_forwarded() -> None
     rows = [r for r in trace if eval(python, {}, {"r": r})]
     assert rows
     assert all(r["type"] == "message" and r["decision"] != "forwarded" for r in rows)
+
+
+def _content(text: str) -> str:
+    """The ``content`` string of a response carrying ``text``, after redaction."""
+    msg = {"jsonrpc": "2.0", "id": 1, "result": {"content": text}}
+    return str(json.loads(redact(json.dumps(msg)))["result"]["content"])
+
+
+def test_redact_cuts_secret_named_assignments_in_every_form() -> None:
+    # NAME=value with short names (DB_PASS) and npm's leading `_`
+    assert _content("DB_PASS=hunter2\nX=1\n") == "DB_PASS=[REDACTED]\nX=1\n"
+    npmrc = "//registry.npmjs.org/:_authToken=abc123def\n"
+    assert _content(npmrc) == "//registry.npmjs.org/:_authToken=[REDACTED]\n"
+    assert _content("conn(password='hunter2')") == "conn(password='[REDACTED]')"
+    # NAME = value (INI, ~/.pypirc, ~/.aws/credentials), the rest of the line
+    pypirc = "[pypi]\nusername = __token__\npassword = hunter2 two\n"
+    assert _content(pypirc) == "[pypi]\nusername = __token__\npassword = [REDACTED]\n"
+    aws = "[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG\nregion = eu-west-1"
+    assert _content(aws) == "[default]\naws_secret_access_key = [REDACTED]\nregion = eu-west-1"
+    # NAME: value (YAML, gh hosts.yml)
+    assert _content("db:\n  password: hunter2\n  host: db1\n") == (
+        "db:\n  password: [REDACTED]\n  host: db1\n"
+    )
+    assert _content("see apiKey: k123 there") == "see apiKey: [REDACTED] there"
+    # usage counters, and words that only look alike, stay
+    counts = "inputTokens: 12\noutputTokens=3\nmax_tokens = 9\nkeywords: a\nauthor: me\n"
+    assert _content(counts) == counts
+
+
+def test_redact_cuts_netrc_passwords() -> None:
+    line = "machine api.x.com login bob password hunter2\n"
+    assert _content(line) == "machine api.x.com login bob password [REDACTED]\n"
+    block = "machine x\n  login bob\n  password hunter2\n"
+    assert _content(block) == "machine x\n  login bob\n  password [REDACTED]\n"
+    assert _content("the password is in the vault") == "the password is in the vault"
+
+
+def test_redact_cuts_token_shapes() -> None:
+    secrets = [
+        "sk_live_51Habcdefghijklmnop",
+        "sk_test_51Habcdefghijklmnop",
+        "rk_live_51Habcdefghijklmnop",
+        "npm_AbCdEf0123456789AbCdEf0123456789abcd",
+        "pypi-AgEIcHlwaS5vcmcCJGE0ZjQ",
+        "gho_abcdefghijklmnopqrstuvwxyz0123",
+        "github_pat_11ABCDEFG0123456789_abcdefghij",
+        "xoxb-1234567890-abcdefghij",
+        "AKIAABCDEFGHIJKLMNOP",
+        "AIza" + "B" * 35,
+        "sk-proj-" + "c" * 24,
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
+    ]
+    for secret in secrets:
+        assert _content(f"value {secret} end") == "value [REDACTED] end", secret
+
+
+def test_redact_cuts_command_line_credentials() -> None:
+    curl = "curl -u bob:hunter2 https://x && wget --user=al:s3cr3t https://y"
+    assert (
+        _content(curl) == "curl -u bob:[REDACTED] https://x && wget --user=al:[REDACTED] https://y"
+    )
+    assert _content("curl --user bob:hunter2 x") == "curl --user bob:[REDACTED] x"
+    assert _content("docker run -u 1000:1000 img") == "docker run -u 1000:1000 img"
+    assert _content("mysql -uroot -phunter2 db") == "mysql -uroot -p[REDACTED] db"
+    assert _content("mysqldump -p'hunter2' db") == "mysqldump -p'[REDACTED]' db"
+    # -p elsewhere is not a password: psql's port, mkdir -p, ssh -p
+    kept = "psql -p5432 db; mkdir -pv a; ssh -p2222 h"
+    assert _content(kept) == kept
+    create = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "terminal/create",
+        "params": {"command": "/usr/bin/mysql", "args": ["-uroot", "-phunter2", "-p", "db"]},
+    }
+    out = json.loads(redact(json.dumps(create)))
+    assert out["params"]["args"] == ["-uroot", "-p[REDACTED]", "-p", "db"]
+    create["params"] = {"command": "mkdir", "args": ["-phunter2"]}
+    assert json.loads(redact(json.dumps(create)))["params"]["args"] == ["-phunter2"]
+
+
+def test_redact_cuts_http_header_lines() -> None:
+    assert _content("Authorization: token ghp_short") == "Authorization: [REDACTED]"
+    assert _content("curl -H 'X-Api-Key: k123' x") == "curl -H 'X-Api-Key: [REDACTED]' x"
+    assert _content("GET / HTTP/1.1\nX-Auth-Token: abc def\nAccept: */*") == (
+        "GET / HTTP/1.1\nX-Auth-Token: [REDACTED]\nAccept: */*"
+    )
+    assert _content("Cookie: session=abc; theme=dark") == "Cookie: [REDACTED]"
+    assert _content("Content-Type: text/plain") == "Content-Type: text/plain"
+
+
+def test_redaction_of_a_large_message_stays_fast() -> None:
+    import time
+
+    text = ("lorem ipsum dolor sit amet, x=1 key words: value; " * 24 + "\n") * 900
+    msg = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": text}})
+    assert len(msg) > 1 << 20
+    start = time.perf_counter()
+    redact(msg)
+    assert time.perf_counter() - start < 5.0  # measured about 0.6 s
