@@ -56,8 +56,10 @@ def test_last_line_has_every_required_figure(smoke_result: dict[str, Any]) -> No
         for sub in subkeys:
             value = smoke_result[key][sub]
             assert isinstance(value, int | float), (key, sub, value)
-            # The proxy may add no measurable latency at smoke sizes: >= 0.
-            assert value > 0 or (key == "added_latency_ms" and value == 0), (key, sub, value)
+            # A proxy (observed or not) may add no measurable latency at smoke sizes, and
+            # the figure is clamped at 0: >= 0 (it was flaky for the observed variants).
+            added = key.startswith("added_latency_ms")
+            assert value > 0 or (added and value == 0), (key, sub, value)
     for key in POSITIVE:
         assert isinstance(smoke_result[key], int | float), key
         assert smoke_result[key] > 0, key
