@@ -88,6 +88,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import shlex
+import unicodedata
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -718,6 +719,27 @@ def _deny_glob(value: str | None, patterns: Sequence[str]) -> bool:
     return any(fnmatchcase(value, p) or fnmatchcase(folded, p.casefold()) for p in patterns)
 
 
+def platform_path(path: str) -> str:
+    """``path`` as Windows and HFS+ clients read it, for deny rules only.
+
+    Backslashes become separators, Unicode format characters (zero-width
+    joiners and the like, which HFS+ ignores) are removed, trailing dots and
+    spaces of each component are dropped (Windows drops them), and the result
+    is normalised (``..`` folded). A deny rule matching this spelling refuses
+    the request too (fail closed); allow rules never read it.
+    """
+    text = "".join(ch for ch in path.replace("\\", "/") if unicodedata.category(ch) != "Cf")
+    parts = [p if p in (".", "..") else p.rstrip(". ") for p in text.split("/")]
+    return posixpath.normpath("/".join(parts))
+
+
+def _deny_path_glob(value: str | None, patterns: Sequence[str]) -> bool:
+    """A deny rule's path glob: as :func:`_deny_glob`, also on :func:`platform_path`."""
+    return value is not None and (
+        _deny_glob(value, patterns) or _deny_glob(platform_path(value), patterns)
+    )
+
+
 #: Programs whose ``-c`` argument is a script (its command lines are matched too).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
 _MAX_DEPTH = 3
@@ -818,17 +840,26 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
             _deny_glob(v, rule.command) for v in (facts.command, *facts.commands)
         ):
             return False
-    if rule.cwd is not None and not glob(facts.cwd, rule.cwd):
+    place = _deny_path_glob if deny else _glob
+    if rule.cwd is not None and not place(facts.cwd, rule.cwd):
         return False
-    if rule.path is not None and not glob(facts.path, rule.path):
+    if rule.path is not None and not place(facts.path, rule.path):
         return False
     if rule.inside_workspace is not None:
         if not facts.has_location:
             return False  # nothing to place: a tool_call subject, no path at all
         located = facts.path if rule.method.startswith("fs/") else facts.cwd
         inside = context.workspace.contains(located)
+        alt = platform_path(located) if deny and located is not None else None
         if deny and rule.inside_workspace:
-            inside = inside or context.workspace.contains(located, fold=True)
+            inside = (
+                inside
+                or context.workspace.contains(located, fold=True)
+                or context.workspace.contains(alt)
+                or context.workspace.contains(alt, fold=True)
+            )
+        elif deny:  # denied outside: outside if either spelling is
+            inside = inside and context.workspace.contains(alt)
         if inside != rule.inside_workspace:
             return False
     return True

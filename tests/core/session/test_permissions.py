@@ -1034,3 +1034,43 @@ def test_strict_toml_denies_token_stores_and_rm_flag_orders(
     p = Policy(load_config(CONFIG_DIR / "strict.toml").permissions)
     d = p.decide(ROOT, method, params)
     assert (d.disposition, d.forced) == ("refuse", False)
+
+
+# --- last review: Windows and HFS+ spellings meet deny rules ----------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/root/.ssh./config",  # Windows drops a trailing dot
+        "/root/.ssh /config",  # and a trailing space
+        "/root\\.ssh\\config",  # a backslash is a separator there
+        "/root/.s\u200csh/config",  # HFS+ ignores format characters
+        "/ws/.e\u200dnv",
+    ],
+)
+def test_deny_path_globs_match_the_windows_and_hfs_spelling(path: str) -> None:
+    """A path a Windows or HFS+ client reads as a denied file is refused; an allow rule never
+    reads that spelling (fail closed)."""
+    p = policy({"name": "creds", "action": "deny", "method": "fs/read_text_file", "path": CREDS})
+    d = p.decide(ROOT, "fs/read_text_file", {"path": path})
+    assert (d.disposition, d.rule) == ("refuse", "creds")
+    allow = policy({"name": "ok", "action": "allow", "method": "fs/read_text_file", "path": CREDS})
+    assert allow.decide(ROOT, "fs/read_text_file", {"path": path}).rule is None
+
+
+def test_a_write_outside_the_workspace_in_the_windows_spelling_is_refused() -> None:
+    """`/ws/..\\..\\x` is inside /ws for a POSIX client and outside it for a Windows one: a
+    rule denying writes outside the workspace refuses it; honest paths still pass."""
+    p = policy(
+        {
+            "name": "outside",
+            "action": "deny",
+            "method": "fs/write_text_file",
+            "inside_workspace": False,
+        }
+    )
+    bad = p.decide(ROOT, "fs/write_text_file", {"path": "/ws/..\\..\\.bashrc", "content": ""})
+    assert (bad.disposition, bad.rule) == ("refuse", "outside")
+    ok = p.decide(ROOT, "fs/write_text_file", {"path": "/ws/src/a b/ü.py", "content": ""})
+    assert ok.disposition == "forward"
