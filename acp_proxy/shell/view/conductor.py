@@ -2,7 +2,7 @@
 
 The ACP Rust SDK's ``agent-client-protocol-conductor --trace FILE`` writes
 newline-delimited JSON events that ``agent-client-protocol-trace-viewer``
-draws as a sequence diagram (the SDK's ``md/trace-viewer.md``, "Event
+draws as a sequence diagram (the SDK's trace viewer guide, "Event
 Schema"): ``request`` (``ts``, ``protocol``, ``from``, ``to``, ``id``,
 ``method``, ``session``?, ``params``), ``response`` (``ts``, ``from``, ``to``,
 ``id``, ``is_error``, ``payload``) and ``notification`` (as a request without

@@ -143,7 +143,7 @@
     if (typeof rec.created === "string") session(rec.created);
     learnFromContent(rec);
     const resume = rec.dir === "client->agent" && rec.kind === "request" && RESUMES[rec.method] &&
-      typeof rec.session === "string";
+      typeof rec.session === "string" && rec.decision !== "refused" && rec.decision !== "dropped";
     for (const ev of events) {
       if ((ev.event === "child_announced" || ev.event === "child_updated") && ev.sessionId && ev.parentSessionId) {
         setParent(ev.sessionId, ev.parentSessionId);
@@ -562,14 +562,18 @@
 
   // ------------------------------------------------------------ start
   function start() {
+    performance.mark("acp-view-start");
     const records = JSON.parse($("trace-data").textContent);
+    performance.mark("acp-view-parsed");
     for (const rec of records) ingest(rec);
+    performance.mark("acp-view-ingested");
     readHash();
     refreshAll();
     document.body.dataset.rendered = "partial";
     renderSome(FIRST_CHUNK);
     fillVisible();
     requestAnimationFrame(() => setTimeout(() => {
+      performance.mark("acp-view-first-rows");  // the frame with the first rows has been drawn
       renderSome(S.items.length);
       applyFilter();
       document.body.dataset.rendered = "all";

@@ -120,7 +120,7 @@ def render_page(chunk: TraceChunk, *, title: str, live: bool = False) -> bytes:
             written after ``chunk`` (``acp-proxy view`` without ``-o``).
 
     Returns:
-        UTF-8 HTML, about the size of the records plus 40 KiB.
+        UTF-8 HTML, about the size of the records plus 32 KiB.
     """
     style = _asset("page.css")
     script = _asset("page.js")
