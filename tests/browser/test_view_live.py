@@ -92,6 +92,17 @@ def test_large_trace_renders_every_row(
         f"{got['paint']:.0f} ms, first rows drawn {got['first']:.0f} ms, "
         f"every row {got['all']:.0f} ms"
     )
+    # only rows near the screen hold text; scrolling to the end fills the last rows
+    filled = "return document.querySelectorAll('#timeline .msg > .box').length"
+    assert 0 < browser.execute_script(filled) < 3000
+    browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+    WebDriverWait(browser, 60).until(
+        lambda d: d.execute_script(
+            "const r = document.querySelector('#timeline').lastElementChild;"
+            "return r.textContent.indexOf('#' + r.dataset.seq) >= 0"
+        )
+    )
+    assert 0 < browser.execute_script(filled) < 3000
     open_page(browser, url + "#decision=refused", timeout=300)
     shown = rows(browser, visible_only=True)
     assert shown

@@ -300,3 +300,31 @@ def test_rewritten_message_shows_what_was_cut(browser: webdriver.Chrome, tmp_pat
     text = row_text(browser, '.msg[data-decision="rewritten"]')
     assert 'cut: the state member (repeats the state): "state":{"state":"running"}' in text
     assert console_errors(browser) == []
+
+
+def test_tree_of_a_trace_without_content_and_cut_mid_resume(
+    browser: webdriver.Chrome, demo_trace: Path, tmp_path: Path
+) -> None:
+    """Without content the grants still show (the records' ``child``); a trace that ends
+    between the parent's resume and the re-announcement shows the child not fresh."""
+    recs = records(demo_trace)
+    resume = next(
+        r for r in recs if r.get("method") == "session/resume" and r["decision"] == "forwarded"
+    )
+    answer = next(r for r in recs if r.get("for_seq") == resume["seq"])
+    cut = recs[: recs.index(answer) + 1]
+    cut[0] = {**cut[0], "content": False}
+    trace = tmp_path / "cut.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps({k: v for k, v in r.items() if k != "content" or i == 0}) + "\n"
+            for i, r in enumerate(cut)
+        )
+    )
+    assert '"content":"' not in trace.read_text().replace(" ", "")
+    open_page(browser, write_page(trace, tmp_path / "cut.html"))
+    search = browser.find_element(By.CSS_SELECTOR, '#tree li[data-child="sess_search"]')
+    assert search.get_attribute("data-caps") == "cancel"
+    assert search.get_attribute("data-fresh") == "false"
+    assert "not fresh since" in search.text
+    assert console_errors(browser) == []

@@ -157,6 +157,17 @@
         const c = session(ev.sessionId); c.fresh = true; c.staleAt = null;
       }
     }
+    const ch = rec.child;  // what the proxy's registry holds after this message
+    if (ch && typeof ch.sessionId === "string" && Array.isArray(ch.grants)) {
+      const c = session(ch.sessionId);
+      c.caps = {};
+      for (const k of ch.grants) c.caps[k] = {};
+      if (typeof ch.fresh === "boolean") {
+        if (ch.fresh) c.staleAt = null;
+        else if (c.fresh) c.staleAt = rec.seq;
+        c.fresh = ch.fresh;
+      }
+    }
     if (resume) {
       const revoked = events.some((e) => e.event === "grants_revoked");
       push({ rec: rec, kind: "boundary", session: rec.session, notes: [], row: null,
