@@ -176,9 +176,7 @@
                         : "the session's history is replayed; grants announced before are not fresh") });
     }
     // what the proxy did, with the audit events
-    if (rec.decision !== "forwarded" && rec.decision !== "released") {
-      for (const ev of events) if (ev.event !== "held") addNote(item, eventText(ev));
-    }
+    for (const ev of events) if (ev.event !== "held") addNote(item, eventText(ev));
     if (rec.decision === "held") {
       const held = events.find((e) => e.event === "held");
       addNote(item, "held" + (held && held.reason ? ": " + held.reason : "") + "; outcome pending");
@@ -551,7 +549,11 @@
   // ------------------------------------------------------------ live
   function poll() {
     fetch("records?offset=" + S.offset, { cache: "no-store" })
-      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then((r) => {
+        if (r.status === 409) location.reload();  // the trace was truncated: a new run
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.json();
+      })
       .then((chunk) => {
         for (const rec of chunk.records) ingest(rec);
         S.offset = chunk.offset;
