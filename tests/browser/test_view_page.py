@@ -328,3 +328,36 @@ def test_tree_of_a_trace_without_content_and_cut_mid_resume(
     assert search.get_attribute("data-fresh") == "false"
     assert "not fresh since" in search.text
     assert console_errors(browser) == []
+
+
+def test_held_message_dropped_on_expiry_says_so(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """A held message whose hold expired (a ``timer`` record, then its ``dropped`` record)
+    is marked dropped on expiry, with the audit event of the timer."""
+    base = {"type": "message", "dir": "agent->client", "kind": "notification", "id": None}
+    base |= {"method": "session/update", "session": "K", "size": 90, "conn": 1}
+    recs = [
+        header(),
+        {
+            **base,
+            "seq": 1,
+            "t": 1.0,
+            "decision": "held",
+            "events": [{"event": "held", "sessionId": "K", "reason": "not yet known"}],
+        },
+        {
+            "type": "timer",
+            "t": 11.0,
+            "conn": 1,
+            "events": [{"event": "hold_expired", "sessionId": "K", "reason": "10 s passed"}],
+        },
+        {**base, "seq": None, "of": 1, "t": 11.0, "decision": "dropped"},
+    ]
+    trace = tmp_path / "expired.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    open_page(browser, write_page(trace, tmp_path / "expired.html"))
+    held = browser.find_element(By.CSS_SELECTOR, '.msg[data-seq="1"]')
+    assert held.get_attribute("data-outcome") == "dropped"
+    assert "dropped on expiry of the hold" in row_text(browser, '.msg[data-seq="1"]')
+    assert "held at #1 for 10.000 s" in row_text(browser, '.msg[data-of="1"]')
+    assert "hold_expired K: 10 s passed" in browser.find_element(By.CSS_SELECTOR, ".ev").text
+    assert console_errors(browser) == []
