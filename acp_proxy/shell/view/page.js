@@ -578,8 +578,10 @@
     performance.mark("acp-view-start");
     const records = JSON.parse($("trace-data").textContent);
     performance.mark("acp-view-parsed");
-    for (const rec of records) ingest(rec);
-    performance.mark("acp-view-ingested");
+    // the first records are read and drawn at once; the rest after that frame (rows
+    // already drawn get what later records say about them: responses, releases)
+    const first = Math.min(records.length, FIRST_CHUNK * 2);
+    for (let i = 0; i < first; i++) ingest(records[i]);
     readHash();
     refreshAll();
     document.body.dataset.rendered = "partial";
@@ -587,7 +589,10 @@
     fillVisible();
     requestAnimationFrame(() => setTimeout(() => {
       performance.mark("acp-view-first-rows");  // the frame with the first rows has been drawn
+      for (let i = first; i < records.length; i++) ingest(records[i]);
+      performance.mark("acp-view-ingested");
       renderSome(S.items.length);
+      refreshAll();
       applyFilter();
       document.body.dataset.rendered = "all";
       performance.mark("acp-view-rendered");
