@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -260,3 +261,21 @@ def test_usage_errors_exit_2_with_one_sentence(
     assert done.returncode == 2
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
+    """``--port`` naming a port another program holds: exit 2, one sentence."""
+    trace = write(tmp_path / "t.jsonl", [HEADER])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "acp_proxy", "view", str(trace), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert "cannot serve the page" in done.stderr
+    assert "--port" in done.stderr
