@@ -1,0 +1,137 @@
+"""The real-agent corpus through the sans-IO core: every message forwarded unchanged.
+
+Each transcript (``tests/fixtures/corpus/``, recorded from fast-agent, the Codex ACP
+adapter and the Claude ACP adapter) is fed to a :class:`ProxyCore` in recorded order,
+with the default config and with ``config strict``, two ways: one frame per call, and
+each stretch of one direction as the :class:`LineFramer` cuts it from one read (the
+agent's fast paths). A message the proxy refuses, drops, answers itself, holds
+without releasing or forwards with other bytes fails the test, naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from support.corpus import (
+    AGENT_TO_CLIENT,
+    AGENTS,
+    CORPUS,
+    Transcript,
+    configs,
+    runs,
+    transcript,
+)
+
+from acp_proxy.config import Config
+from acp_proxy.core.actions import Action, Audit, Peer, Send
+from acp_proxy.core.engine import ProxyCore
+from acp_proxy.core.wire.framing import LineFramer
+
+CONFIGS = configs()
+SOURCE = {"client->agent": Peer.CLIENT, "agent->client": Peer.AGENT}
+
+
+def _label(line: bytes) -> str:
+    """``method id=ID`` of a message, for failure messages."""
+    m: dict[str, Any] = json.loads(line)
+    return f"{m.get('method', 'response')} id={m.get('id')!r}"
+
+
+def _check(source: Peer, lines: list[bytes], out: list[Action]) -> list[str]:
+    """What is wrong with ``out`` as the proxy's handling of ``lines`` from ``source``."""
+    sent = b"\n".join(a.data for a in out if isinstance(a, Send) and a.to is source.other)
+    problems = [
+        f"{a.event} {a.fields.get('method')} id={a.fields.get('id')!r}: {a.fields.get('reason')}"
+        for a in out
+        if isinstance(a, Audit)
+    ]
+    problems += [
+        f"sent back to the sender: {a.data[:120]!r}"
+        for a in out
+        if isinstance(a, Send) and a.to is source
+    ]
+    if sent != b"\n".join(lines):
+        got = sent.split(b"\n") if sent else []
+        missing = [_label(x) for x in lines if x not in got]
+        problems.append(f"not forwarded byte for byte: {missing or 'order or bytes changed'}")
+    return problems
+
+
+def _finish(core: ProxyCore, problems: list[str]) -> list[str]:
+    s = core.statistics()
+    if s.held or s.pending_client_requests or s.pending_agent_requests:
+        problems.append(f"left over at the end: {s}")
+    if s.accepted != s.forwarded or s.answered or s.dropped:
+        problems.append(f"not all forwarded: {s}")
+    return problems
+
+
+def replay_frames(config: Config, lines: Transcript) -> list[str]:
+    """Feeds ``lines`` one frame per call; the problems found (empty: all forwarded)."""
+    core = ProxyCore(config)
+    problems: list[str] = []
+    for n, (direction, line) in enumerate(lines):
+        source = SOURCE[direction]
+        out = core.receive(source, line, float(n))
+        problems += [f"#{n} {_label(line)}: {p}" for p in _check(source, [line], out)]
+    return _finish(core, problems)
+
+
+def replay_reads(config: Config, lines: Transcript) -> list[str]:
+    """Feeds each one-direction stretch as one read through a :class:`LineFramer`."""
+    core = ProxyCore(config)
+    framers = {p: LineFramer(config.limits.max_message_bytes) for p in Peer}
+    problems: list[str] = []
+    for n, (direction, stretch) in enumerate(runs(lines)):
+        source = SOURCE[direction]
+        items = framers[source].feed_runs(b"".join(x + b"\n" for x in stretch))
+        out = core.receive(source, items, float(n))
+        problems += [f"read #{n} ({direction}): {p}" for p in _check(source, stretch, out)]
+    return _finish(core, problems)
+
+
+def test_every_agent_has_a_transcript() -> None:
+    """Three agents, each with both directions, a prompt and its end of turn."""
+    assert sorted(p.stem for p in CORPUS.glob("*.jsonl")) == sorted(AGENTS)
+    for agent in AGENTS:
+        lines = transcript(agent)
+        methods = [json.loads(line).get("method") for _, line in lines]
+        assert {"initialize", "session/new", "session/prompt"} <= set(methods), agent
+        assert "session/request_permission" in methods, agent
+        last = json.loads(lines[-1][1])
+        assert lines[-1][0] == AGENT_TO_CLIENT, agent
+        assert last["result"]["stopReason"] == "end_turn", agent
+
+
+@pytest.mark.parametrize("config_name", sorted(CONFIGS))
+@pytest.mark.parametrize("agent", AGENTS)
+def test_corpus_frames_forwarded_unchanged(agent: str, config_name: str) -> None:
+    assert replay_frames(CONFIGS[config_name], transcript(agent)) == []
+
+
+@pytest.mark.parametrize("config_name", sorted(CONFIGS))
+@pytest.mark.parametrize("agent", AGENTS)
+def test_corpus_reads_forwarded_unchanged(agent: str, config_name: str) -> None:
+    assert replay_reads(CONFIGS[config_name], transcript(agent)) == []
+
+
+def _with_ssh_write(lines: Transcript) -> Transcript:
+    """The Claude transcript with its ``Write`` aimed at ``~/.ssh/authorized_keys``."""
+    target = b"/srv/acp-corpus/claude/ws/notes.txt"
+    out: Transcript = []
+    for direction, line in lines:
+        if b'"session/request_permission"' in line and target in line:
+            line = line.replace(target, b"/root/.ssh/authorized_keys")
+        out.append((direction, line))
+    assert out != lines
+    return out
+
+
+@pytest.mark.parametrize("replay", [replay_frames, replay_reads])
+def test_replay_catches_a_refusal(replay: Any) -> None:
+    """The check is not blind: the same session asking to write under ``~/.ssh`` is
+    refused by ``config strict``, and the replay names it."""
+    problems = replay(CONFIGS["strict"], _with_ssh_write(transcript("claude")))
+    assert any("session/request_permission" in p for p in problems), problems
