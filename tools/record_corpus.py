@@ -17,9 +17,15 @@ advertises ``fs`` read/write and ``terminal``), ``session/new`` in a scratch
 workspace, one ``session/prompt``. The mock model answers it in turns: some
 streamed text and a shell command (``echo corpus-check && ls``), then a write of
 ``notes.txt``, then a read of it, then a streamed final answer with usage; each
-step is skipped when the agent offers no tool for it. The client grants every
-permission request (``allow_once``), serves ``fs/*`` in the workspace and runs
-``terminal/*`` commands for real there. Nothing reads credentials or uses sudo;
+step is skipped when the agent offers no tool for it (Claude and Codex also get a
+command that writes a stamp file, since they run read-only ones unasked). The
+client grants every permission request (``allow_once``), serves ``fs/*`` in the
+workspace and runs ``terminal/*`` commands for real there. A second
+``session/prompt`` asks for one more such command; when its permission request
+comes the client sends ``session/cancel`` and answers the request ``cancelled``,
+and the turn ends ``cancelled``. Claude starts in its ``auto`` mode, which decides
+permissions itself: the client first switches it to ``default`` with
+``session/set_mode``. Nothing reads credentials or uses sudo;
 ``HOME`` is a scratch directory.
 
 Agents (install them outside the repository, e.g. ``CACHE=/work/.cache-agents``)::
@@ -40,7 +46,8 @@ provider), OpenAI Responses (``/v1/responses``, Codex, a custom model provider i
 ``ANTHROPIC_BASE_URL``), all streaming server-sent events. Every request the mock
 gets is logged to ``SCRATCH/AGENT/model-requests.jsonl`` (``--scratch``, default
 ``/srv/acp-corpus``: Codex refuses a home under ``/tmp``). Exit status 0 when every
-agent's session ended its turn with the file written.
+agent's session ended its first turn
+with the file written and its second turn cancelled.
 """
 
 from __future__ import annotations
@@ -64,6 +71,8 @@ NOTE = "notes.txt"
 NOTE_TEXT = "hello from the acp-proxy corpus\n"
 SHELL_SCRIPT = "echo corpus-check && ls"
 STAMP_SCRIPT = "echo corpus-stamp > stamp.txt"
+PROMPT2 = "One more thing: write a second stamp file."
+SECOND_SCRIPT = "echo second-turn > stamp2.txt"
 PROMPT = (
     "Check the workspace: run a shell command, write notes.txt, read it back, "
     "then tell me what you found."
@@ -111,31 +120,46 @@ WRITE_TOOLS = ("write_text_file", "mcp__acp__Write", "Write", "apply_patch")
 READ_TOOLS = ("read_text_file", "mcp__acp__Read", "Read")
 
 
-def plan(tools: list[str], cwd: str) -> list[tuple[str, dict[str, Any]]]:
-    """The tool calls of the scripted turn, for the tools the agent offers."""
-    steps: list[tuple[str, dict[str, Any]]] = []
+Step = tuple[str, dict[str, Any]]
+
+
+def shell_step(shell: str, script: str, cwd: str, writes: bool) -> Step:
+    """A call of the agent's shell tool ``shell`` running ``script`` in ``cwd``.
+
+    ``writes``: the script writes a file, so the agent must ask first. Claude and
+    fast-agent ask for such a command themselves; Codex's read-only preset runs
+    commands in a sandbox that cannot write, so the model asks to run it outside
+    (``require_escalated``), which needs the user's approval.
+    """
+    if shell in ("Bash", "mcp__acp__Bash"):
+        what = "Write a stamp file" if writes else "List the workspace"
+        return shell, {"command": script, "description": what}
+    if shell == "exec_command":
+        args: dict[str, Any] = {"cmd": script, "workdir": cwd}
+        if writes:
+            args.update(
+                sandbox_permissions="require_escalated",
+                justification="Write a stamp file in the workspace?",
+            )
+        return shell, args
+    if shell == "shell":
+        return shell, {"command": ["bash", "-lc", script], "workdir": cwd}
+    if shell == "shell_command":
+        return shell, {"command": script, "workdir": cwd}
+    return shell, {"command": script}
+
+
+def plan(tools: list[str], cwd: str) -> list[Step]:
+    """The tool calls of the first turn, for the tools the agent offers."""
+    steps: list[Step] = []
     note = f"{cwd}/{NOTE}"
     shell = next((t for t in SHELL_TOOLS if t in tools), None)
-    if shell in ("execute",):
-        steps.append((shell, {"command": SHELL_SCRIPT}))
-    elif shell in ("Bash", "mcp__acp__Bash"):
-        steps.append((shell, {"command": SHELL_SCRIPT, "description": "List the workspace"}))
-        # Claude runs read-only commands unasked; one that writes needs approval.
-        steps.append((shell, {"command": STAMP_SCRIPT, "description": "Write a stamp file"}))
-    elif shell in ("shell_command",):
-        steps.append((shell, {"command": SHELL_SCRIPT, "workdir": cwd}))
-    elif shell in ("exec_command",):
-        steps.append((shell, {"cmd": SHELL_SCRIPT, "workdir": cwd}))
-        # Codex's read-only preset runs commands in a sandbox that cannot write: the
-        # model asks to run this one outside it, which needs the user's approval.
-        escalated = {"cmd": STAMP_SCRIPT, "workdir": cwd}
-        escalated.update(
-            sandbox_permissions="require_escalated",
-            justification="Write a stamp file in the workspace?",
-        )
-        steps.append((shell, escalated))
-    elif shell == "shell":
-        steps.append((shell, {"command": ["bash", "-lc", SHELL_SCRIPT], "workdir": cwd}))
+    if shell is not None:
+        steps.append(shell_step(shell, SHELL_SCRIPT, cwd, writes=False))
+        if shell in ("Bash", "mcp__acp__Bash", "exec_command"):
+            # Claude runs read-only commands unasked and Codex runs them in its
+            # sandbox: one that writes makes them ask.
+            steps.append(shell_step(shell, STAMP_SCRIPT, cwd, writes=True))
     write = next((t for t in WRITE_TOOLS if t in tools), None)
     if write == "apply_patch":
         patch = f"*** Begin Patch\n*** Add File: {note}\n+{NOTE_TEXT.rstrip()}\n*** End Patch\n"
@@ -149,16 +173,9 @@ def plan(tools: list[str], cwd: str) -> list[tuple[str, dict[str, Any]]]:
         steps.append((read, {"path": note}))
     elif read is not None:
         steps.append((read, {"file_path": note}))
-    elif shell is not None and write == "apply_patch":
+    elif shell is not None:
         # Codex reads files with its shell tool.
-        name, args = steps[0]
-        args = dict(args)
-        for key in ("command", "cmd"):
-            if isinstance(args.get(key), list):
-                args[key] = ["bash", "-lc", f"cat {NOTE}"]
-            elif key in args:
-                args[key] = f"cat {NOTE}"
-        steps.append((name, args))
+        steps.append(shell_step(shell, f"cat {NOTE}", cwd, writes=False))
     return steps
 
 
@@ -235,8 +252,14 @@ class Mock(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.close_connection = True
 
-    def _next(self, tools: list[str], done: int) -> tuple[str, tuple[str, dict[str, Any]] | None]:
+    def _next(self, tools: list[str], done: int) -> tuple[str, Step | None]:
         steps = plan(tools, self.server.cwd)
+        shell = next((t for t in SHELL_TOOLS if t in tools), None)
+        if self.server.second_turn and shell is not None and done <= len(steps):
+            # The second prompt: one command that needs approval; the client cancels
+            # the turn instead of answering, so its final answer is never asked for.
+            call = shell_step(shell, SECOND_SCRIPT, self.server.cwd, writes=True)
+            return "Writing the second stamp.", call
         if done < len(steps):
             return TEXTS[min(done, len(TEXTS) - 1)], steps[done]
         return FINAL, None
@@ -374,6 +397,7 @@ class MockServer(ThreadingHTTPServer):
         self.log = log
         self.cwd = cwd
         self.lock = threading.Lock()
+        self.second_turn = False
 
     @property
     def url(self) -> str:
@@ -401,11 +425,19 @@ class CorpusClient:
         self.terminals: dict[str, asyncio.subprocess.Process] = {}
         self.output: dict[str, bytearray] = {}
         self.updates: list[Any] = []
+        self.conn: Any = None
+        self.cancel_on_permission = False
 
     async def request_permission(
         self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any
     ) -> Any:
-        from acp.schema import AllowedOutcome, RequestPermissionResponse
+        from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+        if self.cancel_on_permission:
+            # The user presses stop while asked: the client cancels the turn and
+            # answers the pending request "cancelled" (ACP "Cancellation").
+            await self.conn.cancel(session_id=session_id)
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
 
         option = next((o for o in options if o.kind == "allow_once"), options[0])
         outcome = AllowedOutcome(outcome="selected", option_id=option.option_id)
@@ -592,8 +624,14 @@ async def record(name: str, cache: Path, scratch: Path, out: Path) -> bool:
             result = await asyncio.wait_for(
                 conn.prompt(session_id=sess.session_id, prompt=[text_block(PROMPT)]), 180
             )
-            ok = result.stop_reason == "end_turn"
             print(f"{name}: stopReason {result.stop_reason}", file=sys.stderr)
+            client.conn, client.cancel_on_permission = conn, True
+            server.second_turn = True
+            second = await asyncio.wait_for(
+                conn.prompt(session_id=sess.session_id, prompt=[text_block(PROMPT2)]), 180
+            )
+            print(f"{name}: second turn stopReason {second.stop_reason}", file=sys.stderr)
+            ok = result.stop_reason == "end_turn" and second.stop_reason == "cancelled"
     finally:
         server.shutdown()
         errlog.close()
