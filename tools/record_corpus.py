@@ -25,7 +25,10 @@ workspace and runs ``terminal/*`` commands for real there. A second
 comes the client sends ``session/cancel`` and answers the request ``cancelled``,
 and the turn ends ``cancelled``. Claude starts in its ``auto`` mode, which decides
 permissions itself: the client first switches it to ``default`` with
-``session/set_mode``. Nothing reads credentials or uses sudo;
+``session/set_mode``. ``claude-subagents`` is Claude with subagents: the client
+also advertises ``clientCapabilities.subagents`` (ACP's subagents RFD), the mocked
+model calls Claude's ``Agent`` tool once, and the subagent runs one command that
+writes (its permission request comes on the child session). Nothing reads credentials or uses sudo;
 ``HOME`` is a scratch directory.
 
 Agents (install them outside the repository, e.g. ``CACHE=/work/.cache-agents``)::
@@ -38,7 +41,7 @@ Agents (install them outside the repository, e.g. ``CACHE=/work/.cache-agents``)
 Run (with a Python that has ``agent-client-protocol``, e.g. the fast-agent venv)::
 
     $CACHE/fa/venv/bin/python tools/record_corpus.py --cache $CACHE \\
-        [--out tests/fixtures/corpus] [fast-agent] [codex] [claude]
+        [--out tests/fixtures/corpus] [fast-agent] [codex] [claude] [claude-subagents]
 
 Mocks: OpenAI Chat Completions (``/v1/chat/completions``, fast-agent's ``generic``
 provider), OpenAI Responses (``/v1/responses``, Codex, a custom model provider in
@@ -72,6 +75,9 @@ NOTE_TEXT = "hello from the acp-proxy corpus\n"
 SHELL_SCRIPT = "echo corpus-check && ls"
 STAMP_SCRIPT = "echo corpus-stamp > stamp.txt"
 PROMPT2 = "One more thing: write a second stamp file."
+SUB_PROMPT = "Have a subagent write a stamp file in the workspace."
+SUB_TASK = "Write the file sub.txt in the workspace with a shell command."
+SUB_SCRIPT = "echo from-subagent > sub.txt"
 SECOND_SCRIPT = "echo second-turn > stamp2.txt"
 PROMPT = (
     "Check the workspace: run a shell command, write notes.txt, read it back, "
@@ -264,6 +270,20 @@ class Mock(BaseHTTPRequestHandler):
             return TEXTS[min(done, len(TEXTS) - 1)], steps[done]
         return FINAL, None
 
+    def _delegate(self, body: dict[str, Any], done: int) -> tuple[str, Step | None]:
+        """Claude with subagents: the parent calls its ``Agent`` tool once; the
+        subagent (its first message holds the task) runs one command that writes."""
+        if SUB_TASK in json.dumps(body.get("messages", [])[:1]):
+            if done == 0:
+                call = shell_step("Bash", SUB_SCRIPT, self.server.cwd, writes=True)
+                return "I'm the subagent; writing the stamp.", call
+            return "Subagent finished: sub.txt is written.", None
+        if done == 0:
+            args = {"description": "Write a stamp", "prompt": SUB_TASK}
+            args.update(subagent_type="general-purpose", run_in_background=False)
+            return "I'll hand this to a subagent.", ("Agent", args)
+        return "Done: the subagent wrote sub.txt.", None
+
     # OpenAI Chat Completions ------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> Iterator[bytes]:
         tools = [t["function"]["name"] for t in body.get("tools") or [] if "function" in t]
@@ -345,7 +365,12 @@ class Mock(BaseHTTPRequestHandler):
         for m in body.get("messages", []):
             if m.get("role") == "user" and isinstance(m.get("content"), list):
                 done += sum(c.get("type") == "tool_result" for c in m["content"])
-        text, call = self._next(tools, done) if tools else ("Corpus session", None)
+        if not tools:
+            text, call = "Corpus session", None
+        elif self.server.subagents:
+            text, call = self._delegate(body, done)
+        else:
+            text, call = self._next(tools, done)
         usage = {"input_tokens": 120 + done, "output_tokens": 1}
         message = {
             "id": f"msg_{done}",
@@ -398,6 +423,7 @@ class MockServer(ThreadingHTTPServer):
         self.cwd = cwd
         self.lock = threading.Lock()
         self.second_turn = False
+        self.subagents = False
 
     @property
     def url(self) -> str:
@@ -563,7 +589,7 @@ def agent_setup(name: str, cache: Path, home: Path, url: str) -> tuple[list[str]
         )
         env.update(CODEX_HOME=str(codex_home), MOCK_API_KEY="mock-key")
         return [str(npm_bin / "codex-acp")], env
-    if name == "claude":
+    if name in ("claude", "claude-subagents"):
         env.update(
             ANTHROPIC_BASE_URL=url,
             ANTHROPIC_API_KEY="mock-key",
@@ -588,6 +614,7 @@ async def record(name: str, cache: Path, scratch: Path, out: Path) -> bool:
     server = MockServer(base / "model-requests.jsonl", str(ws))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     argv, env = agent_setup(name, cache, home, server.url)
+    server.subagents = name == "claude-subagents"
     transcript = out / f"{name}.jsonl"
     client = CorpusClient(ws)
     errlog = (base / "agent-stderr.log").open("wb")
@@ -606,14 +633,24 @@ async def record(name: str, cache: Path, scratch: Path, out: Path) -> bool:
                 fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
                 terminal=True,
             )
-            await asyncio.wait_for(
-                conn.initialize(
-                    protocol_version=PROTOCOL_VERSION,
-                    client_capabilities=caps,
-                    client_info=Implementation(name="acp-proxy-corpus", version="1.0"),
-                ),
-                60,
-            )
+            info = Implementation(name="acp-proxy-corpus", version="1.0")
+            if server.subagents:
+                # The SDK's ClientCapabilities has no ``subagents`` (ACP's subagents
+                # RFD) and drops the key, so this initialize is written as JSON.
+                params = {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {
+                        **caps.model_dump(by_alias=True, exclude_none=True),
+                        "subagents": {},
+                    },
+                    "clientInfo": info.model_dump(by_alias=True, exclude_none=True),
+                }
+                init = conn._conn.send_request("initialize", params)
+            else:
+                init = conn.initialize(
+                    protocol_version=PROTOCOL_VERSION, client_capabilities=caps, client_info=info
+                )
+            await asyncio.wait_for(init, 60)
             sess = await asyncio.wait_for(conn.new_session(cwd=str(ws), mcp_servers=[]), 60)
             modes = sess.modes
             ids = [m.id for m in modes.available_modes] if modes else []
@@ -621,10 +658,13 @@ async def record(name: str, cache: Path, scratch: Path, out: Path) -> bool:
                 # Claude starts in "auto" (it decides permissions itself): the
                 # manual mode makes it ask the client, as an IDE user's would.
                 await conn.set_session_mode(session_id=sess.session_id, mode_id="default")
+            first = SUB_PROMPT if server.subagents else PROMPT
             result = await asyncio.wait_for(
-                conn.prompt(session_id=sess.session_id, prompt=[text_block(PROMPT)]), 180
+                conn.prompt(session_id=sess.session_id, prompt=[text_block(first)]), 180
             )
             print(f"{name}: stopReason {result.stop_reason}", file=sys.stderr)
+            if server.subagents:
+                return result.stop_reason == "end_turn" and (ws / "sub.txt").exists()
             client.conn, client.cancel_on_permission = conn, True
             server.second_turn = True
             second = await asyncio.wait_for(
@@ -645,7 +685,9 @@ def main(argv: list[str] | None = None) -> int:
         assert sep == "--", "usage: record_corpus.py tee OUT -- AGENT..."
         return tee(Path(out), cmd)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("agents", nargs="*", default=["fast-agent", "codex", "claude"])
+    parser.add_argument(
+        "agents", nargs="*", default=["fast-agent", "codex", "claude", "claude-subagents"]
+    )
     parser.add_argument("--cache", type=Path, default=Path("/work/.cache-agents"))
     parser.add_argument("--scratch", type=Path, default=Path("/srv/acp-corpus"))
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "fixtures" / "corpus")

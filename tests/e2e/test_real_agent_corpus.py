@@ -13,13 +13,19 @@ from pathlib import Path
 
 import pytest
 import trio
-from support.corpus import AGENTS, CLIENT_TO_AGENT, CORPUS, STRICT_TOML, runs, transcript
+from support.corpus import (
+    AGENTS,
+    BENIGN_EVENTS,
+    CLIENT_TO_AGENT,
+    CORPUS,
+    STRICT_TOML,
+    runs,
+    transcript,
+)
 from support.e2ekit import TESTS, open_proxy, proxy_command, read_audit
 
 CORPUS_AGENT = TESTS / "support" / "peers" / "corpus_agent.py"
 TIMEOUT = 60
-#: Audit events an unchanged session may leave; anything else is a refusal or drop.
-LIFECYCLE = {"connection_opened", "connection_closed", "peer_closed"}
 
 
 @pytest.mark.parametrize("config_name", ["default", "strict"])
@@ -56,4 +62,4 @@ async def test_corpus_through_the_proxy(agent: str, config_name: str, tmp_path: 
     sent = b"".join(x + b"\n" for d, x in lines if d == CLIENT_TO_AGENT)
     assert received.read_bytes() == sent
     events = [(r["event"], r.get("method"), r.get("reason")) for r in read_audit(audit)]
-    assert [e for e in events if e[0] not in LIFECYCLE] == []
+    assert [e for e in events if e[0] not in BENIGN_EVENTS] == []

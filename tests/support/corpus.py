@@ -19,9 +19,16 @@ CLIENT_TO_AGENT = "client->agent"
 AGENT_TO_CLIENT = "agent->client"
 
 #: The recorded agents; a test checks that each has a transcript.
-AGENTS = ("fast-agent", "codex", "claude")
+AGENTS = ("fast-agent", "codex", "claude", "claude-subagents")
 
 Transcript = list[tuple[str, bytes]]
+
+#: Audit events that only record what passed (a subagent's child session announced
+#: or updated, a connection opened or closed); any other event on corpus traffic is
+#: a refusal, a drop, a hold or a rewrite, and fails the tests.
+BENIGN_EVENTS = frozenset(
+    {"child_announced", "child_updated", "connection_opened", "connection_closed", "peer_closed"}
+)
 
 
 def transcript(agent: str) -> Transcript:
