@@ -14,8 +14,9 @@ params with pydantic ``populate_by_name``, so it also reads ``session_id`` as
 ``sessionId`` (and ``session_update`` ...): a non-extension request or
 notification spelling a decision key in snake_case in ``params`` or
 ``params.update`` is flagged ``ambiguous`` too (ACP is camelCase on the wire),
-and so is one whose ``params._meta`` names a decision key (the Python SDK
-spreads ``_meta`` into the handler's arguments), or which spells a decision
+and so is one whose ``params._meta`` holds a key the Python SDK hands the
+handler as a parameter the proxy decides on (``session_id``; ``update`` of
+``session/update``), or which spells a decision
 value (method, a session id) with a lone surrogate escape. The table of
 what each SDK reads is in :mod:`~acp_proxy.core.wire.guard`.
 
@@ -254,7 +255,7 @@ def classify(raw: bytes, body: Any) -> Message:
             else:
                 m = Message(raw, _INVALID, body, None, method, params)
             if params is not None and method[:1] != "_":
-                why = misread(params)
+                why = misread(method, params)
                 if why is not None:
                     m.ambiguous = True
                     m.reason = why
@@ -284,7 +285,7 @@ def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> 
         m.method = method
         m.params = params if isinstance(params, dict) else None
         if m.params is not None and not method.startswith("_"):
-            why = misread(m.params)
+            why = misread(method, m.params)
             if why is not None:
                 m.ambiguous = True
                 m.reason = why
