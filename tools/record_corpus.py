@@ -59,6 +59,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -279,7 +280,7 @@ class Mock(BaseHTTPRequestHandler):
                 return "I'm the subagent; writing the stamp.", call
             return "Subagent finished: sub.txt is written.", None
         if done == 0:
-            args = {"description": "Write a stamp", "prompt": SUB_TASK}
+            args: dict[str, Any] = {"description": "Write a stamp", "prompt": SUB_TASK}
             args.update(subagent_type="general-purpose", run_in_background=False)
             return "I'll hand this to a subagent.", ("Agent", args)
         return "Done: the subagent wrote sub.txt.", None
@@ -601,7 +602,7 @@ def agent_setup(name: str, cache: Path, home: Path, url: str) -> tuple[list[str]
     raise SystemExit(f"unknown agent {name!r}: use fast-agent, codex or claude")
 
 
-async def record(name: str, cache: Path, scratch: Path, out: Path) -> bool:
+async def record(name: str, cache: Path, scratch: Path, out: Path, proxy: list[str]) -> bool:
     from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
     from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
@@ -618,7 +619,7 @@ async def record(name: str, cache: Path, scratch: Path, out: Path) -> bool:
     transcript = out / f"{name}.jsonl"
     client = CorpusClient(ws)
     errlog = (base / "agent-stderr.log").open("wb")
-    cmd = [sys.executable, str(HERE), "tee", str(transcript), "--", *argv]
+    cmd = [sys.executable, str(HERE), "tee", str(transcript), "--", *proxy, *argv]
     ok = False
     try:
         async with spawn_agent_process(
@@ -691,10 +692,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("/work/.cache-agents"))
     parser.add_argument("--scratch", type=Path, default=Path("/srv/acp-corpus"))
     parser.add_argument("--out", type=Path, default=REPO / "tests" / "fixtures" / "corpus")
+    parser.add_argument(
+        "--proxy",
+        default="",
+        help="a proxy command line put in front of the agent's (e.g. 'acp-proxy --config"
+        " strict.toml --'): the session then runs live through it, and the transcript is"
+        " the client's side of the proxy",
+    )
     opts = parser.parse_args(args)
     opts.out.mkdir(parents=True, exist_ok=True)
     failed = [
-        a for a in opts.agents if not asyncio.run(record(a, opts.cache, opts.scratch, opts.out))
+        a
+        for a in opts.agents
+        if not asyncio.run(record(a, opts.cache, opts.scratch, opts.out, shlex.split(opts.proxy)))
     ]
     for a in failed:
         print(f"{a}: the session did not complete (see {opts.scratch / a})", file=sys.stderr)
