@@ -12,45 +12,49 @@ in the order the tee saw them. The tests replay these lines through the proxy
 (``tests/core/test_real_agent_corpus.py``, ``tests/e2e/test_real_agent_corpus.py``);
 they need none of the agents.
 
-The scripted session (the same for every agent): ``initialize`` (the client
-advertises ``fs`` read/write and ``terminal``), ``session/new`` in a scratch
-workspace, one ``session/prompt``. The mock model answers it in turns: some
-streamed text and a shell command (``echo corpus-check && ls``), then a write of
-``notes.txt``, then a read of it, then a streamed final answer with usage; each
-step is skipped when the agent offers no tool for it (Claude and Codex also get a
-command that writes a stamp file, since they run read-only ones unasked). The
-client grants every permission request (``allow_once``), serves ``fs/*`` in the
-workspace and runs ``terminal/*`` commands for real there. A second
-``session/prompt`` asks for one more such command; when its permission request
-comes the client sends ``session/cancel`` and answers the request ``cancelled``,
-and the turn ends ``cancelled``. Claude starts in its ``auto`` mode, which decides
-permissions itself: the client first switches it to ``default`` with
-``session/set_mode``. ``claude-subagents`` is Claude with subagents: the client
-also advertises ``clientCapabilities.subagents`` (ACP's subagents RFD), the mocked
-model calls Claude's ``Agent`` tool once, and the subagent runs one command that
-writes (its permission request comes on the child session). Nothing reads credentials or uses sudo;
-``HOME`` is a scratch directory.
+The scripted session: ``initialize`` (the client advertises ``fs`` read/write and
+``terminal``), ``session/new`` in a scratch workspace, then a ``session/prompt``
+that the mock model answers in steps: streamed text and a shell command (``echo
+corpus-check && ls``), a write of ``notes.txt``, a read of it, then a streamed
+final answer with usage. A step is skipped when the agent offers no tool for it;
+Claude and Codex also get a command that writes a stamp file, since they run
+read-only commands without asking. The client grants every permission request
+(``allow_once``), serves ``fs/*`` in the workspace and runs ``terminal/*`` commands
+for real there. A second ``session/prompt`` asks for one more such command: at its
+permission request the client sends ``session/cancel`` and answers the request
+``cancelled``, and the turn ends ``cancelled``. Claude starts in its ``auto`` mode,
+which decides permissions itself, so the client first switches it to ``default``
+with ``session/set_mode``. ``claude-subagents`` is Claude with subagents: the
+client also advertises ``clientCapabilities.subagents`` (ACP's subagents RFD), the
+mock model calls Claude's ``Agent`` tool once, and the subagent runs one command
+that writes (its permission request comes on the child session); one prompt.
+Nothing reads credentials or uses sudo; ``HOME`` is a scratch directory.
 
-Agents (install them outside the repository, e.g. ``CACHE=/work/.cache-agents``)::
+Agents (outside the repository, e.g. ``CACHE=/work/.cache-agents``; the versions
+of the committed transcripts are in ``tests/fixtures/corpus/README.md``)::
 
     /root/.pyenv/versions/3.13.0/bin/python -m venv $CACHE/fa/venv   # Python >= 3.13
-    $CACHE/fa/venv/bin/pip install fast-agent-mcp agent-client-protocol
-    (cd $CACHE/npm && npm init -y && npm install @zed-industries/codex-acp \\
-        @agentclientprotocol/claude-agent-acp)
+    $CACHE/fa/venv/bin/pip install fast-agent-mcp==0.10.48 agent-client-protocol==0.12.1
+    mkdir -p $CACHE/npm && cd $CACHE/npm && npm init -y && npm install \
+        @zed-industries/codex-acp@0.16.0 @agentclientprotocol/claude-agent-acp@0.101.0
 
 Run (with a Python that has ``agent-client-protocol``, e.g. the fast-agent venv)::
 
-    $CACHE/fa/venv/bin/python tools/record_corpus.py --cache $CACHE \\
-        [--out tests/fixtures/corpus] [fast-agent] [codex] [claude] [claude-subagents]
+    $CACHE/fa/venv/bin/python tools/record_corpus.py --cache $CACHE \
+        [--out tests/fixtures/corpus] [--proxy 'acp-proxy --config X --'] \
+        [fast-agent] [codex] [claude] [claude-subagents]
+
+``--proxy`` runs the sessions live through a proxy command (put in front of the
+agent's); the transcript is then the client's side of it.
 
 Mocks: OpenAI Chat Completions (``/v1/chat/completions``, fast-agent's ``generic``
 provider), OpenAI Responses (``/v1/responses``, Codex, a custom model provider in
 ``CODEX_HOME/config.toml``) and Anthropic Messages (``/v1/messages``, Claude, via
 ``ANTHROPIC_BASE_URL``), all streaming server-sent events. Every request the mock
-gets is logged to ``SCRATCH/AGENT/model-requests.jsonl`` (``--scratch``, default
-``/srv/acp-corpus``: Codex refuses a home under ``/tmp``). Exit status 0 when every
-agent's session ended its first turn
-with the file written and its second turn cancelled.
+gets is logged to ``SCRATCH/AGENT/model-requests.jsonl``, the agent's stderr to
+``SCRATCH/AGENT/agent-stderr.log`` (``--scratch``, default ``/srv/acp-corpus``:
+Codex refuses a home under ``/tmp``). Exit status 0 when every session completed
+as scripted (first turn ``end_turn`` with the file written, second ``cancelled``).
 """
 
 from __future__ import annotations
