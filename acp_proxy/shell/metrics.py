@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -239,8 +240,9 @@ async def serve_metrics(
     token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
     if not loopback and token is None:
         raise UsageError(
-            f"--metrics {addr} is not a loopback address: set listen.token_file (--token-file) "
-            "so that requests need a bearer token, or use 127.0.0.1"
+            f"--metrics {addr} is not a loopback address: set token_file in the [listen] table "
+            "of the --config file (or pass --token-file with --listen or --connect) so that "
+            "requests need a bearer token, or use 127.0.0.1"
         )
     hosts = accepted_hosts(
         host, loopback=loopback, token=token is not None, allowed_hosts=cfg.listen.allowed_hosts
@@ -250,7 +252,13 @@ async def serve_metrics(
     except OSError as exc:
         raise UsageError(f"cannot serve --metrics on {addr}: {exc.strerror or exc}") from None
     bound = listeners[0].socket.getsockname()[1]
-    log.info("metrics and status at http://%s:%d/metrics", host, bound)
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"acp-proxy: serving metrics on http://{shown}:{bound}/metrics (also /healthz, "
+        "/readyz, /status)",
+        file=sys.stderr,
+        flush=True,
+    )
     task_status.started(bound)
 
     slots = trio.Semaphore(MAX_CONNECTIONS)

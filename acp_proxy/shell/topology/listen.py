@@ -482,7 +482,7 @@ class _Listener:
                 why = self._client_close(client)
             else:
                 status = result.agent_status
-                why = f"agent exited with status {status}"
+                why = agent.exit_reason
                 await client.aclose(CLOSE_NORMAL if status == 0 else CLOSE_INTERNAL_ERROR, why)
             await agent.stop_group(cfg.process.grace_seconds, cfg.process.kill_after_seconds)
             self._closed(c, why)

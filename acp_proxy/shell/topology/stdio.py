@@ -27,6 +27,13 @@ __all__ = ["agent_relay", "forward_signals", "run_stdio_process", "with_stderr_t
 log = logging.getLogger("acp_proxy")
 
 
+#: logged on SIGHUP without --config (the agent does not get it: it would end the session)
+NOTHING_TO_RELOAD = (
+    "SIGHUP: there is nothing to reload without --config, so the session goes on "
+    "(start the proxy with --config FILE to reload its policy on SIGHUP)"
+)
+
+
 async def forward_signals(
     agent: AgentProcess,
     kill_after_seconds: float,
@@ -35,12 +42,13 @@ async def forward_signals(
     """Passes the signals a terminal would send the agent on to its process group, until
     cancelled.
 
-    SIGINT, SIGTERM and SIGHUP go to the whole group (once: the agent is in
+    SIGINT and SIGTERM go to the whole group (once: the agent is in
     its own session, out of the terminal's reach). A second SIGINT escalates
     to SIGTERM. After a SIGTERM, anything of the group still running
     ``kill_after_seconds`` later is killed (an agent ignoring SIGTERM must
     not keep the proxy alive). Each step is logged at info. With ``on_hup``
-    (a config file to reload), SIGHUP runs it instead of reaching the agent.
+    (a config file to reload), SIGHUP runs it instead of reaching the agent;
+    without, SIGHUP is logged (:data:`NOTHING_TO_RELOAD`) and goes nowhere.
     """
 
     async def kill_later() -> None:
@@ -55,6 +63,9 @@ async def forward_signals(
                 if signum == signal.SIGHUP and on_hup is not None:
                     log.info("SIGHUP: reloading the policy (not passed on to the agent)")
                     nursery.start_soon(on_hup)
+                    continue
+                if signum == signal.SIGHUP:
+                    log.warning(NOTHING_TO_RELOAD)
                     continue
                 name = signal.Signals(signum).name
                 if signum == signal.SIGINT and interrupted and not terminating:
@@ -97,7 +108,7 @@ def agent_relay(
         return await agent.stop(grace, kill_after)
 
     async def exit_detail(status: int | None) -> str:
-        detail = f"agent exited with status {status}"
+        detail = agent.exit_reason
         if core.protocol_version is not None or not core.pending_requests(Peer.CLIENT):
             return detail
         await agent.wait_stderr(grace)

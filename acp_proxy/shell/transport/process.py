@@ -337,6 +337,14 @@ class AgentProcess:
         return None if rc is None else exit_status(rc)
 
     @property
+    def exit_reason(self) -> str:
+        """``"agent exited with status N"`` or ``"agent was killed by signal N (SIGNAME)"``
+        once the agent has exited (the same words in the log, the audit and the
+        client's error), else ``"agent closed the connection"``."""
+        rc = self.process.returncode
+        return "agent closed the connection" if rc is None else f"agent {describe_exit(rc)}"
+
+    @property
     def stderr_tail(self) -> bytes:
         """The last :data:`STDERR_TAIL_BYTES` the agent wrote to stderr (so far)."""
         return bytes(self._stderr.tail)
