@@ -66,7 +66,7 @@ USAGE = """
       stdio client <-> remote agent over WebSocket
   acp-proxy --chain [options]
       proxy component under an ACP conductor
-  acp-proxy demo [--json]
+  acp-proxy demo [--json] [--trace FILE]
       scripted client and agent through the proxy
   acp-proxy config {default,strict}
       print a shipped configuration file, with its comments

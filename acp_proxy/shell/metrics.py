@@ -35,6 +35,7 @@ from acp_proxy.config import Config
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.http_once import host_and_headers, read_request, send_response
 from acp_proxy.shell.observe import DURATION_BUCKETS, Connection, Hub
+from acp_proxy.shell.timefmt import iso_utc
 from acp_proxy.shell.topology.ws_upgrade import (
     accepted_hosts,
     check_upgrade,
@@ -138,7 +139,7 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
     return {
         "connection": conn.number,
         "agentPid": conn.agent_pid,
-        "started": conn.started,
+        "started": iso_utc(conn.started),
         "closed": conn.closed,
         "protocolVersion": core.negotiated.protocol_version,
         "client": conn.client_name,
@@ -171,7 +172,7 @@ def status(hub: Hub) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "uptimeSeconds": round(time.monotonic() - hub.started_monotonic, 3),
-        "started": hub.started,
+        "started": iso_utc(hub.started),
         "agentPid": next((c.agent_pid for c in reversed(conns) if c.closed is None), None),
         "connections": [_connection_status(c) for c in conns],
         "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
