@@ -484,7 +484,8 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
             "usage: acp-proxy check-config FILE [-- AGENT_CMD ...]\n\nValidates a TOML config "
             "file and prints the effective config (every key).\nAlso checks that the audit "
             "log can be written, the token file read, and the agent command (when given)\n"
-            "found. Exit status 0 when valid, 2 otherwise."
+            "found. On stderr: a warning line per risky setting, then one verdict line.\n"
+            "Exit status 0 when valid (warnings included), 2 otherwise."
         )
         return 0
     if len(rest) != 1:
@@ -497,7 +498,25 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
         check_writable(cfg.audit.path, "audit.path")
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
-    if agent_cmd:
-        find_command(agent_cmd[0])
+    found = find_command(agent_cmd[0]) if agent_cmd else None
     print(config_io.dump_config(cfg), end="")
+    _check_config_verdict(rest[0], cfg, found)
     return 0
+
+
+def _check_config_verdict(path: str, cfg: Config, agent: str | None) -> None:
+    """check-config's last lines on stderr: one per risky setting, then the verdict
+    (what was checked, the resolved audit path, the agent found, the warnings)."""
+    from acp_proxy.config.risks import risky_settings
+
+    warnings = risky_settings(cfg)
+    for warning in warnings:
+        print(f"acp-proxy check-config: warning: {warning}", file=sys.stderr)
+    audit = os.path.abspath(cfg.audit.path) if cfg.audit.path else "off"
+    found = agent if agent is not None else "not checked (give its command after --)"
+    count = {0: "no warnings", 1: "1 warning"}.get(len(warnings), f"{len(warnings)} warnings")
+    print(
+        f"acp-proxy check-config: OK: {os.path.abspath(expand_path(path, 'the config file'))} "
+        f"is valid; audit log: {audit}; agent: {found}; {count}",
+        file=sys.stderr,
+    )
