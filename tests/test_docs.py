@@ -216,3 +216,15 @@ def test_the_readme_says_what_the_typescript_interop_tests_need() -> None:
     assert "node" in note
     assert "npm registry" in note
     assert "they fail" in note
+
+
+def test_the_otel_install_commands_name_the_otel_extra() -> None:
+    """Issue 32 item 1: the README's pipx inject line installs exactly the otel extra."""
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["otel"]
+    readme = (ROOT / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("pipx inject acp-proxy "))
+    assert sorted(re.findall(r"'([^']+)'", line)) == sorted(extra)
+    assert "pip install '.[otel]'" in readme
+    assert "file:///path/to/clone" in readme
