@@ -399,6 +399,7 @@ class TracingCore(ProxyCore):
         self._requests: dict[tuple[Peer, Any], tuple[str | None, str | None, float, int]] = {}
         # held frame -> seqs of its records still held, oldest first
         self._held_seqs: dict[bytes, list[int]] = {}
+        self.ledger.originated = []  # the proxy's own messages (a budget's session/cancel)
 
     # ----------------------------------------------------------------- API
 
@@ -425,7 +426,33 @@ class TracingCore(ProxyCore):
             if gone:
                 self.emit({"type": "timer", "t": now, "events": _events(actions)})
                 self._settle_gone(gone, self._sends(actions), now)
+        self._emit_originated(now)
         return actions
+
+    def _emit_originated(self, now: float) -> None:
+        """A ``proxy`` record (decision ``"originated"``) per message the proxy sent of its own."""
+        sent = self.ledger.originated
+        if not sent:
+            return
+        for to, data, why in sent:
+            m = parse(data)
+            sid = m.session_id
+            self.emit(
+                {
+                    "type": "proxy",
+                    "t": now,
+                    "to": to.value,
+                    "kind": _KIND_NAMES[m.kind],
+                    "id": m.id,
+                    "method": m.method,
+                    "session": sid if type(sid) is str else None,
+                    "for_method": None,
+                    "size": len(data),
+                    "decision": "originated",
+                    "reason": why,
+                }
+            )
+        sent.clear()
 
     def peer_closed(self, peer: Peer, now: float, detail: str = "") -> list[Action]:
         """As :meth:`ProxyCore.peer_closed`, with a ``closed`` record and its consequences."""
@@ -585,6 +612,7 @@ class TracingCore(ProxyCore):
         self.emit(rec)
         if gone:
             self._settle_gone(gone, rest, now)
+        self._emit_originated(now)
         return actions
 
     def _requests_seen(self, source: Peer, rec: Record, now: float) -> None:

@@ -108,6 +108,7 @@ class PermissionGate:
     def configure(self, config: Config) -> None:
         """Builds the policy from ``config`` (also on a reload: per-connection state stays)."""
         self.policy = Policy(config.permissions)
+        self.observe = config.policy.mode == "observe"
         self.include_content = config.audit.include_content
         self._max_sessions = config.limits.max_sessions
         self._max_remembered = config.limits.max_pending_requests
@@ -197,9 +198,19 @@ class PermissionGate:
                 context, method, params, tools=self._tools_named(sid, params)
             )
         event = decision.audit_event
+        observed = self.observe and not decision.forced and decision.rule is not None
         if event is not None:
             fields = decision.audit_fields(sid, include_content=self.include_content)
+            if observed:  # policy.mode = "observe": decided and audited, then forwarded
+                blocks = decision.disposition == "refuse" or decision.action == "deny"
+                fields["would_block"] = blocks
+                fields["observed"] = True
+                if blocks and decision.rule is not None:
+                    wb = self.ledger.would_block
+                    wb[decision.rule] = wb.get(decision.rule, 0) + 1
             self.ledger.audit(out, event, _AGENT, id=rid, **fields)
+        if observed:
+            return False
         if decision.disposition == "forward":
             timeout = decision.ask_timeout_seconds
             if timeout is not None and decision.rule is not None:
