@@ -70,6 +70,10 @@ class BudgetGate:
         config: the effective configuration (:meth:`configure`).
         registry: the connection's registry (a session's root).
         ledger: outcomes, counters, requests in flight.
+        tools: what the agent announced of its tool calls (the permission gate's
+            :attr:`~acp_proxy.core.engine.permissions.PermissionGate.tools`, session
+            -> toolCallId -> (fields, bytes)): a v1 request naming a tool call by
+            id is compared with the announced kind, title and raw input.
 
     Attributes:
         exceeded: budget name -> decisions that found it used up (metrics).
@@ -78,8 +82,15 @@ class BudgetGate:
         turns: root session -> its open turn.
     """
 
-    def __init__(self, config: Config, registry: Registry, ledger: Ledger) -> None:
+    def __init__(
+        self,
+        config: Config,
+        registry: Registry,
+        ledger: Ledger,
+        tools: dict[str, dict[str, tuple[dict[str, Any], int]]] | None = None,
+    ) -> None:
         self.registry = registry
+        self._tools = tools if tools is not None else {}
         self.ledger = ledger
         self.inflight = ledger.inflight
         self.exceeded: dict[str, int] = {}
@@ -523,11 +534,18 @@ class BudgetGate:
             params = bounded_members(params[VIEW_KEY]) or {}
         if type(params) is not dict:
             return False
-        call = params.get("toolCall")
+        own = params.get("toolCall")
+        call: dict[str, Any] = {}
+        if type(own) is dict:
+            tcid = own.get("toolCallId")
+            known = self._tools.get(sid) if type(sid) is str else None
+            if known is not None and isinstance(tcid, str) and tcid in known:
+                call.update(known[tcid][0])  # announced first; the request's own fields win
+            call.update((k, v) for k, v in own.items() if v is not None)
         subject = params.get("subject")
         if type(subject) is dict and type(subject.get("toolCall")) is dict:
-            call = {**(call if type(call) is dict else {}), **subject["toolCall"]}
-        if type(call) is not dict or type(sid) is not str:
+            call.update(subject["toolCall"])
+        if not call or type(sid) is not str:
             return False
         count = self.repeats.count(sid, repeat_key(call))
         if count <= limit:

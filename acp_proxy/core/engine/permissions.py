@@ -116,7 +116,9 @@ class PermissionGate:
         self._max_tool_bytes = config.limits.max_registry_bytes
         #: True while some rule governs session/request_permission: the agent's
         #: tool_call / tool_call_update announcements are then remembered.
-        self.remembers_tools = self.policy.active and self.policy.has_rules(_REQUEST_PERMISSION)
+        self.remembers_tools = (
+            self.policy.active and self.policy.has_rules(_REQUEST_PERMISSION)
+        ) or config.budgets.repeat_limit > 0  # a repeated call is known by these fields too
         if not self.remembers_tools:
             self.tools.clear()
             self._tool_bytes.clear()

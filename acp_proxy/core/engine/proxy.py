@@ -123,7 +123,7 @@ class ProxyCore:
         self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
-        self.budgets = BudgetGate(config, self.registry, self.ledger)
+        self.budgets = BudgetGate(config, self.registry, self.ledger, self.permissions.tools)
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
         self.agent = AgentDirection(
@@ -510,6 +510,17 @@ class ProxyCore:
                 self.agent.expire(ev, now, out)
         else:
             self.permissions.client_gone()
+            stalled = self.budgets.waiting
+            if stalled is not None:  # nobody is left to answer: the prompt goes no further
+                self.budgets.waiting = None
+                self._queued.clear()  # not yet accepted
+                self.ledger.drop(
+                    out,
+                    stalled[1],
+                    _CLIENT,
+                    AuditEvent.REQUEST_DROPPED,
+                    "the client went while it waited for the budget store",
+                )
         waiting = peer.other
         expired = self.permissions.expired if waiting is _AGENT else {}
         for rid, (method, sid, _cost) in self.inflight.take_all(waiting):

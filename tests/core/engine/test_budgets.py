@@ -455,3 +455,108 @@ def test_token_growth_goes_to_the_store_one_call_at_a_time() -> None:
     (call2,) = [a for a in out if type(a) is StoreCall]
     assert (call2.op, call2.amount) == ("add", 15)
     assert not any(type(a) is Send for a in out)
+
+
+def test_a_v1_request_naming_an_announced_tool_call_is_compared_by_what_was_announced() -> None:
+    """A request carrying only a toolCallId is compared with the kind, title and raw input
+    the agent's tool_call announced: the same announced call is a repeat, another is not."""
+    core = core_with(repeat_limit=1)
+
+    def announced(tcid: str, raw: Any) -> None:
+        upd = {"sessionUpdate": "tool_call", "toolCallId": tcid, "kind": "edit", "rawInput": raw}
+        core.receive(AGENT, update("s1", upd), 0.0)
+
+    def ask(rid: int, tcid: str) -> list[Any]:
+        params = {"sessionId": "s1", "toolCall": {"toolCallId": tcid}, "options": OPTIONS}
+        return core.receive(AGENT, req(rid, RP, params), 0.0)
+
+    announced("a", {"path": "/x", "n": 1})
+    announced("b", {"n": 1, "path": "/x"})
+    announced("c", {"n": 2, "path": "/x"})
+    assert sends(ask(1, "a"), CLIENT)
+    assert not sends(ask(2, "b"), CLIENT)  # the same call again
+    assert sends(ask(3, "c"), CLIENT)  # another argument
+
+
+def test_the_trace_keeps_messages_waiting_for_the_store_held_then_decided() -> None:
+    """Traced: the prompt waiting for the store and a message behind it are ``held``; the
+    store's answer gives each a later record (``of``) with its decision, in order."""
+    records: list[dict[str, Any]] = []
+    cfg = config_from_dict(
+        {"budgets": {"prompts_per_window": 1, "store": "redis://127.0.0.1:6399/0"}}
+    )
+    core = TracingCore(cfg, emit=records.append)
+    open_session(core, "s1")
+    records.clear()
+    cancel = json.dumps(
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
+    ).encode()
+    out = core.receive(CLIENT, [req(1, "session/prompt", {"sessionId": "s1"}), cancel], 0.0)
+    call = next(a for a in out if type(a) is StoreCall)
+    second = core.receive(CLIENT, req(2, "session/prompt", {"sessionId": "s1"}), 0.0)
+    assert not [a for a in second if type(a) is StoreCall]
+    assert [r["decision"] for r in records] == ["held", "held", "held"]
+    first, behind, prompt2 = (r["seq"] for r in records)
+    out = core.store_result(call, StoreReply(ok=True, allowed=True, prompts=1), 1.0)
+    call2 = next(a for a in out if type(a) is StoreCall)  # the second prompt asks in turn
+    refusal = StoreReply(ok=True, allowed=False, budget="prompts_per_window", prompts=2)
+    core.store_result(call2, refusal, 2.0)
+    later = [(r["of"], r["method"], r["decision"]) for r in records[3:]]
+    assert later == [
+        (first, "session/prompt", "forwarded"),
+        (behind, "session/cancel", "forwarded"),
+        (prompt2, "session/prompt", "refused"),
+    ]
+    assert_accounting(core)
+
+
+def test_the_client_going_while_a_prompt_waits_for_the_store_drops_it() -> None:
+    """A prompt waiting for the store when the client goes is dropped (audited), and the
+    store's late answer forwards nothing."""
+    core = store_core(prompts_per_window=5)
+    call = next(a for a in prompt(core, 1) if type(a) is StoreCall)
+    out = core.peer_closed(CLIENT, 1.0, "client went")
+    assert audits(out, "request_dropped")
+    assert_accounting(core)
+    assert not sends(core.store_result(call, StoreReply(ok=True), 2.0))
+    assert_accounting(core)
+
+
+def test_a_reload_takes_new_limits_and_the_mode_but_keeps_the_store() -> None:
+    """apply_reload: budgets limits and policy.mode are policy; the store keys need a
+    restart (they are named, and the running ones stay)."""
+    from acp_proxy.config.reload import apply_reload
+
+    running = config_from_dict({"budgets": {"store": "redis://127.0.0.1:1/0", "key": "a"}})
+    loaded = config_from_dict(
+        {
+            "budgets": {"store": "redis://127.0.0.1:2/0", "key": "b", "prompts_per_window": 3},
+            "policy": {"mode": "observe"},
+        }
+    )
+    effective, restart = apply_reload(running, loaded)
+    assert effective.budgets.prompts_per_window == 3
+    assert effective.policy.mode == "observe"
+    assert (effective.budgets.store, effective.budgets.key) == ("redis://127.0.0.1:1/0", "a")
+    assert restart == ["budgets.store", "budgets.key"]
+
+
+@pytest.mark.parametrize(
+    ("budgets", "key"),
+    [
+        ({"store": "http://x:1/0"}, "budgets.store"),
+        ({"store_fail": "maybe"}, "budgets.store_fail"),
+        ({"window_s": 0}, "budgets.window_s"),
+        ({"repeat_limit": -1}, "budgets.repeat_limit"),
+        ({"prompts": 1}, "budgets.prompts"),
+    ],
+)
+def test_bad_budget_settings_are_config_errors_naming_the_key(
+    budgets: dict[str, Any], key: str
+) -> None:
+    from acp_proxy.config import ConfigError
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        config_from_dict({"budgets": budgets})
+    with pytest.raises(ConfigError, match=r"policy\.mode"):
+        config_from_dict({"policy": {"mode": "watch"}})
