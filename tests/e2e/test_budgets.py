@@ -4,6 +4,7 @@ trace say it was the proxy's doing."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import trio
@@ -65,3 +66,18 @@ async def test_too_many_tool_calls_cancel_the_root_session(tmp_path: Path) -> No
         ("session/cancel", "S1", "agent")
     ]
     assert mine[0]["reason"] == "budget max_tool_calls_per_turn"
+
+
+async def test_a_store_with_chain_is_a_usage_error(tmp_path: Path) -> None:
+    """--chain cannot carry out store calls: a config with a store exits 2 naming it."""
+    cfg = write_config(tmp_path / "s.toml", '[budgets]\nstore = "redis://127.0.0.1:1/0"\n')
+    with trio.fail_after(TIMEOUT):
+        result = await trio.run_process(
+            [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--chain"],
+            stdin=b"",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 2
+    assert b"budgets.store is not supported with --chain" in result.stderr
