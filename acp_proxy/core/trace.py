@@ -470,7 +470,7 @@ class TracingCore(ProxyCore):
         answered0 = self.n.answered
         m = self.budgets.store_result(call, reply, now, out)
         if m is not None:
-            self.client.go_on(m, now, out)
+            self.client.handle(m, now, out, budgeted=True)
         self._resumed(waiting[1].raw, out, answered0, now)
         while self._queued and self.budgets.waiting is None:
             item = self._queued.popleft()

@@ -86,8 +86,9 @@ class ClientDirection:
         self._mutations = config.enforcement.child_mutations
         self._read_only = frozenset(config.enforcement.child_read_only)
 
-    def handle(self, m: Message, now: float, out: list[Action]) -> None:
-        """One classified client message (request, notification or response)."""
+    def handle(self, m: Message, now: float, out: list[Action], budgeted: bool = False) -> None:
+        """One classified client message (request, notification or response); ``budgeted``:
+        a prompt the budget store allowed, checked again here but not counted again."""
         kind = m.kind
         if kind is _REQUEST or kind is _NOTIFICATION:
             method = m.method
@@ -109,18 +110,19 @@ class ClientDirection:
             if (
                 method == "session/prompt"
                 and kind is _REQUEST
+                and not budgeted
                 and self.budgets.watches_prompts
                 and m.id not in self.inflight.pending[_CLIENT]
                 and self.budgets.prompt(m, sid, now, out)
             ):
                 return  # refused, or waiting for the budget store (ProxyCore.store_result)
-            self.go_on(m, now, out)
+            self._go_on(m, now, out)
             return
         if self.gate.watching and self.gate.client_response(m, out):
             return
         self.ledger.settle(_CLIENT, m, out)
 
-    def go_on(self, m: Message, now: float, out: list[Action]) -> None:
+    def _go_on(self, m: Message, now: float, out: list[Action]) -> None:
         """A client request or notification that passed enforcement and budgets: tracked
         and forwarded (or answered when the agent has gone)."""
         kind = m.kind

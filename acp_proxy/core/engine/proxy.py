@@ -279,8 +279,8 @@ class ProxyCore:
         """
         out: list[Action] = []
         m = self.budgets.store_result(call, reply, now, out)
-        if m is not None:
-            self.client.go_on(m, now, out)
+        if m is not None:  # enforcement again: the registry may have changed meanwhile
+            self.client.handle(m, now, out, budgeted=True)
         if self._queued and self.budgets.waiting is None:
             out.extend(self._drain(now))
         return out

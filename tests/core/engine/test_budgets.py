@@ -560,3 +560,23 @@ def test_bad_budget_settings_are_config_errors_naming_the_key(
         config_from_dict({"budgets": budgets})
     with pytest.raises(ConfigError, match=r"policy\.mode"):
         config_from_dict({"policy": {"mode": "watch"}})
+
+
+def test_a_prompt_allowed_by_the_store_is_enforced_again_on_the_registry_of_then() -> None:
+    """A child's grant withdrawn while its prompt waited for the store: the prompt is
+    refused as a mutation when the store's answer comes (never forwarded)."""
+    cfg = config_from_dict(
+        {
+            "budgets": {"prompts_per_window": 5, "store": "redis://127.0.0.1:6399/0"},
+            "enforcement": {"child_mutations": {"session/prompt": "prompt"}},
+        }
+    )
+    core = ProxyCore(cfg)
+    open_session(core, "s1")
+    core.receive(AGENT, announce("s1", "c1", capabilities={"prompt": {}}), 0.0)
+    call = next(a for a in prompt(core, 1, "c1") if type(a) is StoreCall)
+    core.receive(AGENT, announce("s1", "c1", capabilities={}), 0.0)
+    out = core.store_result(call, StoreReply(ok=True, allowed=True, prompts=1), 0.0)
+    assert not sends(out, AGENT)
+    assert audits(out, "mutation_rejected")
+    assert_accounting(core)
