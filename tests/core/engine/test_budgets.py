@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.actions import Send, StoreCall, StoreReply
@@ -580,3 +582,100 @@ def test_a_prompt_allowed_by_the_store_is_enforced_again_on_the_registry_of_then
     assert not sends(out, AGENT)
     assert audits(out, "mutation_rejected")
     assert_accounting(core)
+
+
+# ------------------------------------------------------------------------- fuzzing
+
+_SIDS = st.sampled_from(["s1", "c1", "zz", 3])
+_BUDGET_UPDATES = st.fixed_dictionaries(
+    {"sessionUpdate": st.sampled_from(["tool_call", "usage_update", "state_update", 5])},
+    optional={
+        "toolCallId": st.sampled_from(["a", "b", 1]),
+        "used": st.one_of(st.integers(-5, 3000), st.just("x"), st.none()),
+        "state": st.sampled_from(["idle", "running", None, 1]),
+        "kind": st.sampled_from(["edit", None]),
+        "rawInput": st.one_of(st.none(), st.dictionaries(st.sampled_from("ab"), st.integers())),
+    },
+)
+_BUDGET_MESSAGES = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0")},
+    optional={
+        "id": st.one_of(st.integers(0, 4), st.sampled_from(["p", None])),
+        "method": st.sampled_from(
+            ["session/prompt", "session/update", RP, "session/close", "session/cancel"]
+        ),
+        "params": st.fixed_dictionaries(
+            {},
+            optional={
+                "sessionId": _SIDS,
+                "update": _BUDGET_UPDATES,
+                "toolCall": st.fixed_dictionaries(
+                    {"toolCallId": st.sampled_from(["a", "b"])},
+                    optional={"rawInput": st.dictionaries(st.sampled_from("ab"), st.integers())},
+                ),
+                "options": st.sampled_from([OPTIONS, [], None]),
+            },
+        ),
+        "result": st.sampled_from([{}, {"stopReason": "end_turn"}, {"messageId": "m"}]),
+    },
+)
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.sampled_from(["client", "agent"]), _BUDGET_MESSAGES.map(lambda m: json.dumps(m))
+        ),
+        st.tuples(st.just("timer"), st.just("")),
+        st.tuples(st.just("store"), st.sampled_from(["ok", "over", "tokens", "down"])),
+        st.tuples(st.just("close"), st.sampled_from(["client", "agent"])),
+    ),
+    max_size=30,
+)
+_REPLIES = {
+    "ok": StoreReply(ok=True, allowed=True, prompts=1),
+    "over": StoreReply(ok=True, allowed=False, budget="prompts_per_window", prompts=9),
+    "tokens": StoreReply(ok=True, allowed=False, budget="max_tokens", tokens=99),
+    "down": StoreReply(ok=False, error="down"),
+}
+
+
+@settings(deadline=None)
+@given(
+    steps=_STEPS,
+    mode=st.sampled_from(["enforce", "observe"]),
+    store=st.sampled_from(["", "redis://127.0.0.1:6399/0"]),
+    fail=st.sampled_from(["closed", "open"]),
+)
+def test_fuzz_budgets_never_raise_and_account_for_every_message(
+    steps: list[tuple[str, str]], mode: str, store: str, fail: str
+) -> None:
+    """Any traffic with every budget on (with or without a store, answering anything)
+    never raises, and accepted == forwarded + answered + dropped + held throughout."""
+    core = core_with(
+        mode,
+        prompts_per_window=2,
+        window_s=5,
+        max_tool_calls_per_turn=1,
+        max_turn_s=3,
+        max_tokens=1000,
+        repeat_limit=1,
+        store=store,
+        store_fail=fail,
+    )
+    core.receive(AGENT, announce("s1", "c1"), 0.0)
+    calls: list[StoreCall] = []
+    for k, (kind, arg) in enumerate(steps):
+        now = float(k)
+        if kind in ("client", "agent"):
+            out = core.receive(CLIENT if kind == "client" else AGENT, arg.encode(), now)
+        elif kind == "timer":
+            out = core.handle_timer(now)
+        elif kind == "close":
+            out = core.peer_closed(CLIENT if arg == "client" else AGENT, now, "gone")
+        elif calls:
+            out = core.store_result(calls.pop(0), _REPLIES[arg], now)
+        else:
+            continue
+        calls.extend(a for a in out if type(a) is StoreCall)
+        assert_accounting(core)
+        deadline = core.get_timer()
+        assert deadline is None or isinstance(deadline, float)
