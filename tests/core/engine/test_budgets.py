@@ -679,3 +679,15 @@ def test_fuzz_budgets_never_raise_and_account_for_every_message(
         assert_accounting(core)
         deadline = core.get_timer()
         assert deadline is None or isinstance(deadline, float)
+
+
+def test_the_shipped_budgets_example_loads() -> None:
+    """config/examples/budgets.toml is a valid configuration in observe mode."""
+    from pathlib import Path
+
+    from acp_proxy.config.io import load_config
+
+    path = Path(__file__).resolve().parents[3] / "config" / "examples" / "budgets.toml"
+    cfg = load_config(path)
+    assert cfg.policy.mode == "observe"
+    assert cfg.budgets.max_tool_calls_per_turn == 200
