@@ -591,5 +591,7 @@ class BudgetGate:
         return {
             "exceeded": dict(self.exceeded),
             "openTurns": len(self.turns),
+            "store": self.store or None,
+            "key": self.key if self.store else None,
             "waitingForStore": self.waiting is not None,
         }
