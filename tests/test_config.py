@@ -172,6 +172,7 @@ def test_dump_is_one_commented_toml_document_in_section_order() -> None:
         "[process]",
         "[listen]",
         "[permissions]",
+        "[sandbox]",
     ]
     assert '"" removes a default entry' in dump_config(NON_DEFAULT).split("[limits]")[0]
 
