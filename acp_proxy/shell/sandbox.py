@@ -11,9 +11,11 @@ running ``true`` inside it), and then runs every agent as
 
 Process fidelity through the engine: the agent's exit status is srt's (srt
 exits with the command's status; a command killed by signal N gives
-128+N). A stop signals srt's process group: srt and bubblewrap end and the
-kernel kills every process of the sandbox's pid namespace, so nothing the
-agent started (a double-forked daemon included) outlives it.
+128+N). SIGINT, SIGTERM and SIGHUP are passed to the agent itself
+(:class:`~acp_proxy.shell.transport.process.SandboxedCommand`); SIGKILL goes
+to srt's process group: srt and bubblewrap end and the kernel kills every
+process of the sandbox's pid namespace, so nothing the agent started (a
+double-forked daemon included) outlives it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from acp_proxy.config.sandbox_settings import (
     srt_settings,
     workspace_roots,
 )
+from acp_proxy.shell.transport.process import SandboxedCommand
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "Sandbox", "SandboxUnavailable", "prepare_sandbox"]
 
@@ -79,9 +82,11 @@ class Sandbox:
     settings: dict[str, Any]
     workspace: list[str]
 
-    def wrap(self, command: Sequence[str]) -> list[str]:
-        """The argv that runs ``command`` inside the sandbox."""
-        return [self.engine, "--settings", self.settings_path, "--", *command]
+    def wrap(self, command: Sequence[str]) -> SandboxedCommand:
+        """The argv that runs ``command`` inside the sandbox (it remembers ``command``,
+        so that stop signals reach the agent itself)."""
+        argv = [self.engine, "--settings", self.settings_path, "--", *command]
+        return SandboxedCommand(argv, command)
 
     def record(self) -> dict[str, object]:
         """The fields of the ``sandbox_started`` audit record."""

@@ -19,11 +19,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from support.srt import srt_engine
+from support.wskit import AcpClient, connect
 
 ESCAPE_AGENT = Path(__file__).resolve().parents[1] / "support" / "peers" / "escape_agent.py"
 TIMEOUT = 120
@@ -265,3 +268,89 @@ def test_check_config_prints_the_effective_sandbox(tmp_path: Path) -> None:
     assert " 0.0.83, settings sha256:" in check.stdout
     assert "does not apply with --upstream or --connect" in check.stdout
     assert f'#       "{cfg}"' in check.stdout  # the config file is denied to the agent
+
+
+TERM_AGENT = """
+import os, signal, sys, time
+def stop(signum, frame):
+    sys.stderr.write("agent got signal %d\\n" % signum)
+    sys.stderr.flush()
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stop)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)", sys.argv[1]])
+    os._exit(0)
+sys.stderr.write("ready\\n")
+sys.stderr.flush()
+time.sleep(60)
+"""
+
+
+def test_sigterm_reaches_the_sandboxed_agent_and_nothing_outlives_it(tmp_path: Path) -> None:
+    """SIGTERM to the proxy reaches the agent inside the sandbox (its handler runs, its
+    status is the proxy's); its double-forked daemon dies with the sandbox."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", TERM_AGENT, marker]
+    proxy = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+    )
+    try:
+        assert proxy.stderr is not None
+        seen = b""
+        while b"ready\n" not in seen:
+            line = proxy.stderr.readline()
+            assert line, f"the proxy ended early: {seen.decode(errors='replace')}"
+            seen += line
+        assert _daemons(marker)  # the daemon runs (inside the sandbox)
+        proxy.send_signal(15)
+        _, rest = proxy.communicate(timeout=TIMEOUT)
+        assert proxy.returncode == 3, (seen + rest).decode(errors="replace")
+        assert b"agent got signal 15" in seen + rest
+        assert _daemons(marker) == []
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+        for pid in _daemons(marker):
+            os.kill(pid, 9)
+
+
+async def test_listen_confines_the_agent_of_every_connection(
+    tmp_path: Path, server: _Server
+) -> None:
+    """--listen starts one sandboxed agent per connection: each one's escapes fail."""
+    plan = _scene(tmp_path, server.port, sandbox=True, engine=str(srt_engine()))
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["HOME"] = plan["home"]
+    argv = [sys.executable, "-m", "acp_proxy", "--config", plan["config"]]
+    argv += ["--listen", "ws://127.0.0.1:0/acp", "--"]
+    argv += [sys.executable, str(ESCAPE_AGENT), str(tmp_path / "plan.json")]
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            proc = await nursery.start(
+                partial(
+                    trio.run_process, argv, stderr=subprocess.PIPE, cwd=plan["workspace"], env=env
+                ),
+            )
+            assert proc.stderr is not None
+            seen = b""
+            while b"listening on " not in seen or not seen.endswith(b"\n"):
+                seen += await proc.stderr.receive_some(4096)
+            url = seen.decode().split("listening on ", 1)[1].split()[0]
+            for _ in range(2):
+                async with connect(url) as ws:
+                    init = await AcpClient(ws).request("initialize", {"protocolVersion": 1})
+                attempts = init["result"]["_meta"]["attempts"]
+                escaped = {name: attempts[name] for name in ESCAPES if attempts[name] == "ok"}
+                assert escaped == {}
+                assert attempts["workspace_read_write"] == "ok"
+            proc.send_signal(15)
+    assert server.hits == 0
+    text = await trio.Path(plan["audit"]).read_text()
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["event"] for r in records].count("sandbox_started") == 1
+    assert [r["event"] for r in records].count("connection_opened") == 2
