@@ -20,12 +20,14 @@ double-forked daemon included) outlives it.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
@@ -135,6 +137,36 @@ def _touch(path: str) -> None:
     os.close(fd)
 
 
+def _write_settings(
+    config: Config, *, config_file: str | None, log_file: str | None, create_missing: bool
+) -> tuple[dict[str, Any], bytes, str]:
+    """Generates the settings and writes them to a new private directory.
+
+    Returns:
+        The settings, their bytes and the file's path.
+
+    Raises:
+        SandboxUnavailable: a protected file or the settings cannot be written.
+    """
+    cwd, home = os.getcwd(), os.path.expanduser("~")
+    protected = protected_files(
+        config, cwd=cwd, home=home, config_file=config_file, log_file=log_file
+    )
+    for path in protected if create_missing else ():
+        _touch(path)
+    settings = srt_settings(config.sandbox, cwd=cwd, home=home, protected=protected)
+    data = settings_json(settings)
+    try:
+        directory = tempfile.mkdtemp(prefix="acp-proxy-sandbox-")
+        settings_path = os.path.join(directory, "srt-settings.json")
+        fd = os.open(settings_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot write the sandbox settings: {exc.strerror}") from None
+    return settings, data, settings_path
+
+
 def prepare_sandbox(
     config: Config,
     *,
@@ -169,11 +201,28 @@ def prepare_sandbox(
             "or set [sandbox] engine_command"
         )
     engine = os.path.abspath(engine)
-    done = _run([engine, "--version"], f"{engine} --version")
-    if done.returncode != 0:
-        raise SandboxUnavailable(
-            f"{engine} --version failed (status {done.returncode}): {_last_line(done.stderr)}"
+    with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
+        version_job = pool.submit(_run, [engine, "--version"], f"{engine} --version")
+        settings, data, settings_path = _write_settings(
+            config, config_file=config_file, log_file=log_file, create_missing=create_missing
         )
+        try:
+            probe = _run([engine, "--settings", settings_path, "--", "true"], "the sandbox probe")
+            done = version_job.result()
+            if done.returncode != 0:
+                raise SandboxUnavailable(
+                    f"{engine} --version failed (status {done.returncode}): "
+                    f"{_last_line(done.stderr)}"
+                )
+            if probe.returncode != 0:
+                raise SandboxUnavailable(
+                    f"{engine} cannot start the sandbox (status {probe.returncode}): "
+                    f"{_last_line(probe.stderr)}"
+                )
+        except SandboxUnavailable:
+            shutil.rmtree(os.path.dirname(settings_path), ignore_errors=True)
+            raise
+    atexit.register(shutil.rmtree, os.path.dirname(settings_path), ignore_errors=True)
     version = done.stdout.strip()
     if version != PINNED_SRT_VERSION:
         log.warning(
@@ -183,27 +232,6 @@ def prepare_sandbox(
             PINNED_SRT_VERSION,
         )
     cwd, home = os.getcwd(), os.path.expanduser("~")
-    protected = protected_files(
-        config, cwd=cwd, home=home, config_file=config_file, log_file=log_file
-    )
-    for path in protected if create_missing else ():
-        _touch(path)
-    settings = srt_settings(sandbox, cwd=cwd, home=home, protected=protected)
-    data = settings_json(settings)
-    try:
-        directory = tempfile.mkdtemp(prefix="acp-proxy-sandbox-")
-        settings_path = os.path.join(directory, "srt-settings.json")
-        fd = os.open(settings_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-    except OSError as exc:
-        raise SandboxUnavailable(f"cannot write the sandbox settings: {exc.strerror}") from None
-    probe = _run([engine, "--settings", settings_path, "--", "true"], "the sandbox probe")
-    if probe.returncode != 0:
-        raise SandboxUnavailable(
-            f"{engine} cannot start the sandbox (status {probe.returncode}): "
-            f"{_last_line(probe.stderr)}"
-        )
     return Sandbox(
         engine,
         version,
