@@ -110,7 +110,9 @@ def _daemons(marker: str) -> list[int]:
     return found
 
 
-def _scene(tmp_path: Path, port: int, *, sandbox: bool, engine: str) -> dict[str, Any]:
+def _scene(
+    tmp_path: Path, port: int, *, sandbox: bool, engine: str, allowed: str = ""
+) -> dict[str, Any]:
     """A fake home with credentials, a workspace holding the proxy's audit log and
     config, a directory outside; the plan for the escape agent."""
     home, ws, out = tmp_path / "home", tmp_path / "ws", tmp_path / "outside"
@@ -126,6 +128,7 @@ def _scene(tmp_path: Path, port: int, *, sandbox: bool, engine: str) -> dict[str
     text = f'[audit]\npath = "{audit}"\n'
     if sandbox:
         text += f'[sandbox]\nenabled = true\nengine_command = "{engine}"\nwritable = []\n'
+        text += f"allowed_domains = [{allowed!r}]\n" if allowed else ""
     config.write_text(text)
     marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
     plan = {
@@ -203,6 +206,27 @@ def test_inside_the_sandbox_every_escape_fails(tmp_path: Path, server: _Server) 
     assert started["digest"].startswith("sha256:")
     assert started["workspace"] == [plan["workspace"]]
     assert [r["event"] for r in records[1:]] == ["peer_closed", "peer_closed"]
+
+
+def test_an_allowed_local_endpoint_is_reached_through_the_engine_proxy_only(
+    tmp_path: Path, server: _Server
+) -> None:
+    """allowed_domains = ["127.0.0.1:PORT"] (a local model endpoint): the agent reaches
+    it through srt's proxy (its proxy variables), never directly."""
+    engine = str(srt_engine())
+    plan = _scene(
+        tmp_path, server.port, sandbox=True, engine=engine, allowed=f"127.0.0.1:{server.port}"
+    )
+    try:
+        attempts, status, stderr = _run_agent(tmp_path, plan)
+    finally:
+        for pid in _daemons(plan["marker"]):
+            os.kill(pid, 9)
+    assert status == 0, stderr
+    assert attempts["connect_via_proxy_vars"] == "ok"
+    assert attempts["connect_direct"] != "ok"
+    assert attempts["read_ssh_key"] != "ok"
+    assert server.hits == 1
 
 
 def test_the_agent_exit_status_comes_through_the_engine(tmp_path: Path) -> None:

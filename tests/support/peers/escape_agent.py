@@ -14,11 +14,13 @@ every other request with an empty result until stdin ends.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
@@ -41,11 +43,24 @@ def _connect(port: int) -> None:
 
 
 def _via_proxy_vars(port: int) -> None:
+    """A GET for the local server sent to ``$HTTP_PROXY`` itself (its credentials
+    included), ignoring ``no_proxy``; straight to the server when no proxy is set."""
     proxy = os.environ.get("HTTP_PROXY") or os.environ.get("http_proxy")
-    handler = urllib.request.ProxyHandler({"http": proxy} if proxy else {})
-    opener = urllib.request.build_opener(handler)
-    with opener.open(f"http://127.0.0.1:{port}/proxied", timeout=5) as answer:
-        answer.read()
+    if not proxy:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/proxied", timeout=5) as answer:
+            answer.read()
+        return
+    url = urllib.parse.urlsplit(proxy)
+    user, password = (urllib.parse.unquote(v or "") for v in (url.username, url.password))
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    with socket.create_connection((url.hostname or "localhost", url.port or 80), timeout=5) as s:
+        s.sendall(
+            f"GET http://127.0.0.1:{port}/proxied HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Proxy-Authorization: Basic {auth}\r\nConnection: close\r\n\r\n".encode()
+        )
+        status = s.recv(4096).split(b"\r\n", 1)[0].decode(errors="replace")
+    if not status.startswith("HTTP/1.1 2") and not status.startswith("HTTP/1.0 2"):
+        raise OSError(f"the proxy answered {status!r}")
 
 
 def _daemon(marker: str) -> None:
