@@ -137,6 +137,32 @@ def _touch(path: str) -> None:
     os.close(fd)
 
 
+def _check_engine_out_of_reach(config: Config, engine: str) -> None:
+    """Refuses an engine the agent could rewrite: one inside a writable path would run,
+    changed, unconfined at the next start (srt's README: install it outside them).
+
+    Raises:
+        SandboxUnavailable: the engine's real file lies in a workspace or writable path.
+    """
+    real = os.path.realpath(engine)
+    # the package around the executable (node_modules/<scope>/<name>/dist/cli.js)
+    package = os.path.dirname(os.path.dirname(real))
+    cwd, home = os.getcwd(), os.path.expanduser("~")
+    roots = workspace_roots(config.sandbox, cwd=cwd, home=home)
+    writable = [
+        *roots,
+        *(os.path.join(cwd, os.path.expanduser(p)) for p in config.sandbox.writable),
+    ]
+    for root in writable:
+        root = os.path.realpath(root)
+        for path in (real, package):
+            if path == root or path.startswith(root.rstrip("/") + "/"):
+                raise SandboxUnavailable(
+                    f"the sandbox engine {real} lies inside {root}, which the agent may "
+                    "write: install it outside the workspace and writable paths"
+                )
+
+
 def _write_settings(
     config: Config, *, config_file: str | None, log_file: str | None, create_missing: bool
 ) -> tuple[dict[str, Any], bytes, str]:
@@ -201,6 +227,7 @@ def prepare_sandbox(
             "or set [sandbox] engine_command"
         )
     engine = os.path.abspath(engine)
+    _check_engine_out_of_reach(config, engine)
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
         version_job = pool.submit(_run, [engine, "--version"], f"{engine} --version")
         settings, data, settings_path = _write_settings(

@@ -378,3 +378,27 @@ async def test_listen_confines_the_agent_of_every_connection(
     records = [json.loads(line) for line in text.splitlines()]
     assert [r["event"] for r in records].count("sandbox_started") == 1
     assert [r["event"] for r in records].count("connection_opened") == 2
+
+
+def test_an_engine_the_agent_could_rewrite_is_refused(tmp_path: Path) -> None:
+    """An engine inside the workspace would run, changed by the agent, unconfined at the
+    next start: check-config refuses it (exit 2) and names where it lies."""
+    engine = tmp_path / "bin" / "srt"
+    engine.parent.mkdir()
+    engine.write_text("#!/bin/sh\necho 0.0.83\n")
+    engine.chmod(0o755)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{engine}"\n')
+    check = subprocess.run(
+        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert check.returncode == 2
+    assert check.stderr == (
+        f"acp-proxy: the sandbox cannot start: the sandbox engine {engine} lies inside "
+        f"{tmp_path}, which the agent may write: install it outside the workspace and "
+        "writable paths\n"
+    )
