@@ -174,6 +174,7 @@ def test_dump_is_one_commented_toml_document_in_section_order() -> None:
         "[permissions]",
         "[budgets]",
         "[policy]",
+        "[sandbox]",
     ]
     assert '"" removes a default entry' in dump_config(NON_DEFAULT).split("[limits]")[0]
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
+from acp_proxy.config.credentials import SANDBOX_DENY_READ
 from acp_proxy.config.toml_text import describe, dotted
 from acp_proxy.errors import ConfigError
 
@@ -43,6 +44,7 @@ __all__ = [
     "ProcessConfig",
     "RuleAction",
     "RuleMethod",
+    "SandboxConfig",
     "one_of",
 ]
 
@@ -780,6 +782,83 @@ class PolicyConfig:
     mode: PolicyMode = attrs.field(default="enforce", validator=_member_of(PolicyMode))
 
 
+#: ``[sandbox] writable`` default: the state directories of the common agents
+#: (Claude Code, Codex, Gemini CLI, npm/uv caches), outside which they fail to start.
+DEFAULT_SANDBOX_WRITABLE: tuple[str, ...] = (
+    "~/.claude",
+    "~/.claude.json",
+    "~/.codex",
+    "~/.gemini",
+    "~/.cache",
+    "~/.npm",
+    "~/.local/state",
+)
+
+_DOMAIN = re.compile(
+    r"^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
+)
+
+
+def _sandbox_paths(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, path in enumerate(value):
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise InvalidValue(f"expected a path, got {describe(path)}", (attr.name, index))
+        if attr.name != "workspace" and not path.startswith(("/", "~/")):
+            raise InvalidValue(
+                f"must be absolute or start with ~/, got {describe(path)}", (attr.name, index)
+            )
+
+
+def _domains(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, domain in enumerate(value):
+        if not isinstance(domain, str) or not _DOMAIN.match(domain):
+            raise InvalidValue(
+                f"expected a domain (example.com, *.example.com, host:port), got "
+                f"{describe(domain)}",
+                (attr.name, index),
+            )
+
+
+def _engine(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
+    if not value.strip():
+        raise InvalidValue('must name the engine (e.g. "srt")', (attr.name,))
+
+
+@attrs.frozen
+class SandboxConfig:
+    """The OS sandbox the agent runs in (issue 24; docs/threat-model in the README).
+
+    Attributes:
+        enabled: launch the agent through the engine (``--sandbox`` turns it on).
+        engine_command: the engine executable (Anthropic Sandbox Runtime ``srt``),
+            a name looked up on ``PATH`` or a path.
+        workspace: the agent's read-write roots; relative ones are taken from
+            the proxy's working directory; empty = that directory. With the
+            sandbox on, ``session/new|load|resume|fork`` outside them is refused.
+        writable: more read-write paths for the agent's own state (``~/``
+            allowed).
+        deny_read: paths the agent may not read anywhere (credentials;
+            ``~/`` allowed); the proxy's own files are always added.
+        allowed_domains: hosts the agent may reach through the engine's
+            proxies (``example.com``, ``*.example.com``, ``host:port``); empty =
+            no network at all.
+        required: fail closed: an engine that is missing or cannot start means
+            the agent never starts (false: it starts unconfined, with a warning).
+    """
+
+    enabled: bool = False
+    engine_command: str = attrs.field(default="srt", validator=_engine)
+    workspace: list[str] = attrs.field(factory=list, validator=_sandbox_paths)
+    writable: list[str] = attrs.field(
+        factory=lambda: list(DEFAULT_SANDBOX_WRITABLE), validator=_sandbox_paths
+    )
+    deny_read: list[str] = attrs.field(
+        factory=lambda: list(SANDBOX_DENY_READ), validator=_sandbox_paths
+    )
+    allowed_domains: list[str] = attrs.field(factory=list, validator=_domains)
+    required: bool = True
+
+
 @attrs.frozen
 class Config:
     """The whole configuration (``config/default.toml`` documents every key)."""
@@ -796,3 +875,4 @@ class Config:
     permissions: PermissionsConfig = attrs.field(factory=PermissionsConfig)
     budgets: BudgetsConfig = attrs.field(factory=BudgetsConfig)
     policy: PolicyConfig = attrs.field(factory=PolicyConfig)
+    sandbox: SandboxConfig = attrs.field(factory=SandboxConfig)

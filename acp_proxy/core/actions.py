@@ -70,6 +70,8 @@ class AuditEvent(enum.StrEnum):
     REGISTRY_CONFLICT = "registry_conflict"
     REGISTRY_LIMIT = "registry_limit"
     RELEASED = "released"
+    SANDBOX_FAILED = "sandbox_failed"
+    SANDBOX_STARTED = "sandbox_started"
     REQUEST_DROPPED = "request_dropped"
     REQUEST_REFUSED = "request_refused"
     SUPPRESSED = "suppressed"

@@ -22,7 +22,12 @@ from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.policy import Rejection, check_mutation
 from acp_proxy.core.session.registry import Registry
-from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, Kind, Message
+from acp_proxy.core.session.workspace import (
+    SESSION_DIRECTORY_METHODS,
+    directories_outside,
+    normalize_root,
+)
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, Kind, Message
 
 __all__ = ["ClientDirection"]
 
@@ -85,6 +90,9 @@ class ClientDirection:
         self.config = config
         self._mutations = config.enforcement.child_mutations
         self._read_only = frozenset(config.enforcement.child_read_only)
+        sandbox = config.sandbox
+        #: the sandbox's workspace roots (absolute: the shell resolved them), or empty
+        self._roots = tuple(normalize_root(r) for r in sandbox.workspace) if sandbox.enabled else ()
 
     def handle(self, m: Message, now: float, out: list[Action], budgeted: bool = False) -> None:
         """One classified client message (request, notification or response); ``budgeted``:
@@ -107,6 +115,11 @@ class ClientDirection:
             if rejection is not None:
                 self._reject(m, rejection, out)
                 return
+            if self._roots and kind is _REQUEST and method in SESSION_DIRECTORY_METHODS:
+                outside = directories_outside(m.params, self._roots)
+                if outside:
+                    self._refuse_outside(m, outside, out)
+                    return
             if (
                 method == "session/prompt"
                 and kind is _REQUEST
@@ -180,6 +193,31 @@ class ClientDirection:
         if event is AuditEvent.REQUEST_DROPPED:
             fields["reason"] = f"{rejection.reason}; its id is already in flight"
         self.ledger.audit(out, event, _CLIENT, **fields)
+
+    def _refuse_outside(self, m: Message, outside: list[str], out: list[Action]) -> None:
+        """Answers a session request naming directories outside the sandbox's workspace
+        (never forwarded: the agent could not work there), audited as ``request_refused``."""
+        roots = list(self._roots)
+        reason = (
+            f"the sandbox confines the agent to the workspace {', '.join(roots)}; "
+            f"{', '.join(outside)} is outside it"
+        )
+        self.ledger.audit(
+            out,
+            AuditEvent.REQUEST_REFUSED,
+            _CLIENT,
+            sessionId=m.session_id,
+            method=m.method,
+            id=m.id,
+            reason=reason,
+            workspace=roots,
+            outside=outside,
+        )
+        message = (
+            f"acp-proxy: {reason}: start the session in the workspace or widen [sandbox] workspace"
+        )
+        data = {"workspace": roots, "outside": outside}
+        self.ledger.answer(out, _CLIENT, m.id, INVALID_PARAMS, message, data)
 
     def _client_initialize(self, m: Message) -> None:
         """Records whether the client opted into subagents (v1 ``clientCapabilities.subagents``)
