@@ -153,6 +153,12 @@ def _parser() -> argparse.ArgumentParser:
         help="serve /metrics, /healthz, /readyz, /status at HOST:PORT (e.g. 127.0.0.1:9464)",
     )
     p.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run the agent confined by the OS sandbox of [sandbox] (engine: srt); "
+        "overrides [sandbox] enabled",
+    )
+    p.add_argument(
         "--otel",
         action="store_true",
         help="export OpenTelemetry spans and metrics over OTLP/HTTP (OTEL_* variables; "
@@ -222,9 +228,23 @@ def effective_config(args: argparse.Namespace) -> Config:
             cfg = attrs.evolve(
                 cfg, listen=attrs.evolve(cfg.listen, max_connections=args.max_connections)
             )
+        if getattr(args, "sandbox", False):
+            cfg = attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, enabled=True))
     except ValueError as exc:
         raise ConfigError("command line", str(exc)) from exc
-    return expand_config_paths(cfg)
+    return resolve_sandbox_workspace(expand_config_paths(cfg))
+
+
+def resolve_sandbox_workspace(cfg: Config) -> Config:
+    """``cfg`` with ``[sandbox] workspace`` made absolute (``[]``: the working directory)
+    when the sandbox is on: the core compares session directories with these roots."""
+    if not cfg.sandbox.enabled:
+        return cfg
+    from acp_proxy.config.sandbox_settings import workspace_roots
+
+    home = os.path.expanduser("~")
+    roots = workspace_roots(cfg.sandbox, cwd=os.getcwd(), home=home)
+    return attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, workspace=roots))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,6 +320,9 @@ def _main(argv: list[str]) -> int:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     run_id = os.urandom(6).hex()
     audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
+    cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
+    if refusal is not None:
+        return _fail_closed(mode, cfg, refusal, audit)
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
@@ -327,6 +350,68 @@ def _main(argv: list[str]) -> int:
         if hub is not None:
             hub.close()
     return _die_like_the_agent(-status) if status < 0 else status
+
+
+def _confine(
+    mode: str,
+    args: argparse.Namespace,
+    cfg: Config,
+    agent_cmd: list[str],
+    audit: AuditLog | None,
+) -> tuple[Config, list[str], str | None]:
+    """Puts the agent command inside the sandbox when ``[sandbox]`` is on (issue 24).
+
+    Returns:
+        The config (sandbox off where it does not apply: a remote agent), the
+        agent command to run, and the reason the required sandbox could not
+        start (``None`` when it started, or is off, or is not required).
+    """
+    if not cfg.sandbox.enabled:
+        return cfg, agent_cmd, None
+    if not agent_cmd:  # --connect, --upstream, --chain: acp-proxy starts no agent
+        log.warning("[sandbox] does not apply: acp-proxy does not start the agent in this mode")
+        return attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, enabled=False)), agent_cmd, None
+    from acp_proxy.core.actions import Audit, AuditEvent
+    from acp_proxy.shell.sandbox import SandboxUnavailable, prepare_sandbox
+
+    config_file = expand_path(args.config, "--config") if args.config else None
+    log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
+    try:
+        sandbox = prepare_sandbox(cfg, config_file=config_file, log_file=log_file)
+    except SandboxUnavailable as exc:
+        if audit is not None:
+            fields = {"reason": exc.reason, "required": cfg.sandbox.required}
+            audit.write(Audit(AuditEvent.SANDBOX_FAILED, None, fields))
+        if cfg.sandbox.required:
+            return cfg, agent_cmd, exc.reason
+        log.warning("the sandbox could not start; the agent runs UNCONFINED: %s", exc.reason)
+        off = attrs.evolve(cfg.sandbox, enabled=False)
+        return attrs.evolve(cfg, sandbox=off), agent_cmd, None
+    log.info("sandbox: %s %s, settings %s", sandbox.engine, sandbox.version, sandbox.digest)
+    if audit is not None:
+        audit.write(Audit(AuditEvent.SANDBOX_STARTED, None, sandbox.record()))
+    return cfg, sandbox.wrap(agent_cmd), None
+
+
+def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) -> int:
+    """The required sandbox could not start: no agent runs. On stdio the client's first
+    request is answered with the reason; the proxy exits with status 126."""
+    from acp_proxy.shell.topology.refuse import SANDBOX_FAILED_STATUS, refuse_first_request
+
+    print(f"acp-proxy: the sandbox could not start: {reason}", file=sys.stderr, flush=True)
+    try:
+        if mode == "stdio":
+            from acp_proxy.shell.transport.stdio import open_stdio_transport
+
+            async def refuse() -> int:
+                client = open_stdio_transport(cfg.limits.max_message_bytes)
+                return await refuse_first_request(client, reason)
+
+            return trio.run(refuse)
+        return SANDBOX_FAILED_STATUS
+    finally:
+        if audit is not None:
+            audit.close()
 
 
 def _die_like_the_agent(signum: int) -> int:
@@ -432,6 +517,10 @@ def _mode_runner(
     audit: AuditLog | None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments."""
+    if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
+        from acp_proxy.shell.budget_store import store_for
+
+        store_for(cfg.budgets)  # UsageError now, not at the first connection, without redis
     if mode == "chain":
         from acp_proxy.shell.topology.chain import run_chain
 
@@ -499,9 +588,40 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
     found = find_command(agent_cmd[0]) if agent_cmd else None
+    cfg = resolve_sandbox_workspace(cfg)
+    sandbox_note = _check_sandbox(cfg, expand_path(rest[0], "the config file"))
     print(config_io.dump_config(cfg), end="")
+    print(sandbox_note, end="")
     _check_config_verdict(rest[0], cfg, found)
     return 0
+
+
+def _check_sandbox(cfg: Config, config_file: str) -> str:
+    """The effective sandbox as TOML comments (``""`` when off).
+
+    Raises:
+        UsageError: the sandbox is on and required, and cannot start.
+    """
+    if not cfg.sandbox.enabled:
+        return ""
+    import json
+
+    from acp_proxy.shell.sandbox import SandboxUnavailable, prepare_sandbox
+
+    try:
+        sandbox = prepare_sandbox(cfg, config_file=config_file, create_missing=False)
+    except SandboxUnavailable as exc:
+        if cfg.sandbox.required:
+            raise UsageError(f"the sandbox cannot start: {exc.reason}") from None
+        return f"\n# sandbox: cannot start, the agent would run UNCONFINED: {exc.reason}\n"
+    lines = [
+        f"sandbox: {sandbox.engine} {sandbox.version}, settings {sandbox.digest}",
+        "applies where acp-proxy starts the agent (the stdio form, --listen with an agent",
+        "command); it does not apply with --upstream or --connect (the agent is remote)",
+        "engine settings:",
+        *json.dumps(sandbox.settings, indent=2).splitlines(),
+    ]
+    return "\n" + "".join(f"# {line}\n" for line in lines)
 
 
 def _check_config_verdict(path: str, cfg: Config, agent: str | None) -> None:

@@ -80,6 +80,7 @@ from benchmarks.report import (
     format_table,
     targets,
 )
+from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
 from benchmarks.throughput import measure_stream, median_rate, mixed, throughput
 from benchmarks.websocket import ws_available, ws_scaling
@@ -246,6 +247,9 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     pc = parser_comparison(sizes.parse_number)
     res["json_parse_us"] = pc["1k"]
     res["json_parse_us_200b"] = pc["200b"]
+
+    log("start-up: time to the initialize response, plain and sandboxed (srt)")
+    res["sandbox_startup"] = sandbox_startup(5 if sizes.repeat >= 3 else 3, sizes.timeout_s)
 
     res["targets"] = targets(res)
     res["load_avg_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}
