@@ -28,6 +28,8 @@ POLICY_SECTIONS: tuple[str, ...] = (
     "dedup",
     "audit.include_content",
     "permissions",
+    "admission",
+    "elicitation",
 )
 
 
@@ -42,6 +44,8 @@ def _policy_only(cfg: Config) -> Config:
         hold=cfg.hold,
         dedup=cfg.dedup,
         permissions=cfg.permissions,
+        admission=cfg.admission,
+        elicitation=cfg.elicitation,
         audit=AuditConfig(include_content=cfg.audit.include_content),
     )
 

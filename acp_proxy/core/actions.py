@@ -34,6 +34,7 @@ class AuditEvent(enum.StrEnum):
     as it (``AuditEvent.HELD == "held"``).
     """
 
+    ADMISSION_REFUSED = "admission_refused"
     BATCH_REFUSED = "batch_refused"
     CHILD_ANNOUNCED = "child_announced"
     CHILD_UPDATED = "child_updated"
@@ -44,6 +45,7 @@ class AuditEvent(enum.StrEnum):
     CONNECTION_OPENED = "connection_opened"
     CONNECTION_REJECTED = "connection_rejected"
     DUPLICATE_DROPPED = "duplicate_dropped"
+    ELICITATION_DECLINED = "elicitation_declined"
     GRANTS_RESTORED = "grants_restored"
     GRANTS_REVOKED = "grants_revoked"
     HELD = "held"

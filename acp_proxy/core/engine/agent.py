@@ -13,6 +13,7 @@ from typing import Any
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
 from acp_proxy.core.engine.counters import Counters
+from acp_proxy.core.engine.elicitation import ELICITATION_CREATE, ElicitationGate
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
@@ -58,6 +59,7 @@ class AgentDirection:
         ledger: outcomes, counters and requests in flight.
         negotiated: what ``initialize`` negotiated.
         gate: the permission gate (decides governed agent requests on delivery).
+        elicitation: the elicitation gate (``[elicitation]``, on delivery), if any.
     """
 
     def __init__(
@@ -69,8 +71,10 @@ class AgentDirection:
         ledger: Ledger,
         negotiated: Negotiated,
         gate: PermissionGate,
+        elicitation: ElicitationGate | None = None,
     ) -> None:
         self.config = config
+        self.elicitation = elicitation
         self.registry = registry
         self.hold = hold
         self.dedup = dedup
@@ -376,6 +380,12 @@ class AgentDirection:
         """
         if m.kind is _REQUEST:
             if self.gate.governs(m.method) and self.gate.decide(m, now, out):
+                return []
+            if (
+                m.method == ELICITATION_CREATE
+                and self.elicitation is not None
+                and self.elicitation.decide(m, out)
+            ):
                 return []
         elif (
             m.method == CANCEL_REQUEST

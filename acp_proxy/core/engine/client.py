@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
@@ -47,6 +48,7 @@ class ClientDirection:
         agent: the agent direction, which delivers what opening a session releases.
         gate: the permission gate (records workspaces; drops late answers to
             requests whose ask timed out).
+        admission: the admission gate (``[admission]`` on session requests), if any.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class ClientDirection:
         negotiated: Negotiated,
         agent: AgentDirection,
         gate: PermissionGate,
+        admission: AdmissionGate | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
@@ -70,6 +73,7 @@ class ClientDirection:
         self.negotiated = negotiated
         self.agent = agent
         self.gate = gate
+        self.admission = admission
         self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
@@ -102,6 +106,11 @@ class ClientDirection:
             if rejection is not None:
                 self._reject(m, rejection, out)
                 return
+            if kind is _REQUEST and self.admission is not None:
+                refusal = self.admission.decide(m)
+                if refusal is not None:
+                    self.admission.refuse(m, refusal, out)
+                    return
             if kind is _REQUEST and not self.ledger.track(_CLIENT, m, out):
                 return
             gone = self.inflight.gone[_AGENT]

@@ -29,9 +29,11 @@ import attrs
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.client import ClientDirection
 from acp_proxy.core.engine.counters import CoreStatistics, Counters
+from acp_proxy.core.engine.elicitation import ElicitationGate
 from acp_proxy.core.engine.inflight import InFlight
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
@@ -98,6 +100,9 @@ class ProxyCore:
             ask timers); ``permissions.configure(config)`` swaps the policy.
         client: the client direction.
         agent: the agent direction.
+        admission: the admission gate (``[admission]``; the shell binds the
+            connection's principal with ``admission.bind``).
+        elicitation: the elicitation gate (``[elicitation]``).
     """
 
     def __init__(self, config: Config | None = None, *, label: str = "") -> None:
@@ -122,6 +127,8 @@ class ProxyCore:
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
         self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
+        self.admission = AdmissionGate(config, self.ledger)
+        self.elicitation = ElicitationGate(config, self.ledger, self.permissions)
         self.agent = AgentDirection(
             config,
             self.registry,
@@ -130,6 +137,7 @@ class ProxyCore:
             self.ledger,
             self.negotiated,
             self.permissions,
+            self.elicitation,
         )
         self.client = ClientDirection(
             config,
@@ -140,6 +148,7 @@ class ProxyCore:
             self.negotiated,
             self.agent,
             self.permissions,
+            self.admission,
         )
 
     def reconfigure(self, config: Config) -> None:
@@ -171,6 +180,8 @@ class ProxyCore:
         self.agent.reconfigure(config)
         self.client.reconfigure(config)
         self.permissions.configure(config)
+        self.admission.configure(config)
+        self.elicitation.configure(config)
         self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
 
     @property
