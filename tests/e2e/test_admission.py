@@ -164,8 +164,8 @@ async def test_elicitation_rules_over_a_websocket(tmp_path: Path) -> None:
     evil = {"mode": "url", "message": "sign in", "elicitationId": "e1",
             "url": "https://docs.example.com.evil.example/login"}  # fmt: skip
     fine = {**evil, "url": "https://docs.example.com/login"}
-    secret = {"mode": "form", "message": "key?",
-              "requestedSchema": {"type": "object", "properties": {"apiKey": {"type": "string"}}}}  # fmt: skip
+    schema = {"type": "object", "properties": {"apiKey": {"type": "string"}}}
+    secret = {"mode": "form", "message": "key?", "requestedSchema": schema}
     with trio.fail_after(TIMEOUT):
         async with listening(cfg, audit=audit) as url, connect(url, _bearer("tok-carol")) as ws:
             client = AcpClient(ws)
@@ -179,9 +179,11 @@ async def test_elicitation_rules_over_a_websocket(tmp_path: Path) -> None:
                 texts = [n["params"]["update"]["content"]["text"] for n in client.notifications]
                 assert texts[-1] == 'elicited {"action": "decline"}'
                 assert all(n.get("method") != "elicitation/create" for n in client.notifications)
-            await client.send({"jsonrpc": "2.0", "id": 99, "method": "session/prompt",
-                               "params": {"sessionId": sid,
-                                          "prompt": [{"type": "text", "text": "elicit " + json.dumps(fine)}]}})  # fmt: skip
+            prompt = [{"type": "text", "text": "elicit " + json.dumps(fine)}]
+            params = {"sessionId": sid, "prompt": prompt}
+            await client.send(
+                {"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": params}
+            )
             ask = await client.receive()
             assert ask["method"] == "elicitation/create"
             assert ask["params"]["url"] == fine["url"]
@@ -287,7 +289,7 @@ async def test_another_local_user_cannot_connect_to_a_default_loopback_listener(
             )
             seen = json.loads(other.stdout)
             assert seen == {"uid": 65534, "read": "PermissionError", "status": 401}
-            token = Path(path).read_text().strip()
+            token = (await trio.Path(path).read_text()).strip()
             assert await upgrade_status(url, _bearer(token)) == 101
             assert await upgrade_status(url) == 401
 
