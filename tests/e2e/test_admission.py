@@ -329,3 +329,46 @@ async def test_the_stdio_drop_in_forwards_the_same_session_new_unchanged(receive
             await proxy.send(new + b"\n")
             assert (await proxy.out.recv_json())["result"]["sessionId"] == "sess-1"
     assert _received(received) == [init, new]
+
+
+async def _get(port: int, path: str, token: str | None = None) -> tuple[int, bytes]:
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        auth = f"Authorization: Bearer {token}\r\n" if token else ""
+        head = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Connection: close\r\n\r\n"
+        await stream.send_all(head.encode())
+        data = b""
+        while chunk := await stream.receive_some(65536):
+            data += chunk
+    top, _, body = data.partition(b"\r\n\r\n")
+    return int(top.split(b" ")[1]), body
+
+
+async def test_the_principal_is_on_trace_records_and_status(tmp_path: Path) -> None:
+    """Every trace record of erin's connection names her; /status needs a token and
+    names her connection's principal."""
+    tokens = _tokens_file(tmp_path / "tokens", "erin tok-e\n")
+    trace = tmp_path / "trace.jsonl"
+    cmd = proxy_command("--listen", "ws://127.0.0.1:0/acp", "--tokens-file", str(tokens),
+                        "--trace", str(trace), "--metrics", "127.0.0.1:0",
+                        "--log-level", "info")  # fmt: skip
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy([*cmd, *AGENT_CMD]) as proxy:
+            err = await proxy.wait_for_stderr("listening on ")
+            url = err.split("listening on ")[1].split()[0]
+            await proxy.wait_for_stderr("metrics and status at ")
+            metrics = proxy.stderr_text().split("metrics and status at http://")[1]
+            port = int(metrics.split("/")[0].rsplit(":", 1)[1])
+            async with connect(url, _bearer("tok-e")) as ws:
+                client = AcpClient(ws)
+                await _init(client)
+                await client.request("session/new", {"cwd": "/", "mcpServers": []})
+                assert (await _get(port, "/status"))[0] == 401
+                assert (await _get(port, "/status", "wrong"))[0] == 401
+                code, body = await _get(port, "/status", "tok-e")
+                assert code == 200
+                assert [c["principal"] for c in json.loads(body)["connections"]] == ["erin"]
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    messages = [r for r in records if "conn" in r]
+    assert len(messages) >= 4
+    assert {r.get("principal") for r in messages} == {"erin"}
