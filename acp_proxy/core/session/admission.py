@@ -51,6 +51,7 @@ ADMITTED_METHODS = frozenset({"session/new", "session/load", "session/resume", "
 MAX_MCP_SERVERS = 256
 
 Resolve = Callable[[str], str]
+_ALIAS = "is a snake_case alias an SDK could read as the field (fail closed)"
 
 
 def lexical_resolve(path: str) -> str:
@@ -172,10 +173,14 @@ class AdmissionPolicy:
         """
         eff = self._effective(principal)
         p = params if type(params) is dict else {}
+        if "mcp_servers" in p:  # an SDK reading snake_case aliases would start these
+            return Decision("admission.mcp_servers", _ALIAS, "mcp_servers")
         refusal = self._mcp(eff, p.get("mcpServers"))
         if refusal is not None or not eff.roots:
             return refusal
         where = eff.origin["roots"] + ".roots"
+        if "additional_directories" in p:
+            return Decision(where, _ALIAS, "additional_directories")
         why = outside_roots(p.get("cwd"), eff.roots, resolve)  # required by every method
         if why is not None:
             return Decision(where, why, "cwd")

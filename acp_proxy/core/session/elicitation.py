@@ -122,7 +122,15 @@ class ElicitationRules:
         if mode == "url":
             return self._url(p.get("url"))
         if mode == "form":
-            return self._form(p.get("requestedSchema")) if self.secrets else None
+            if not self.secrets:
+                return None
+            if "requested_schema" in p:  # an SDK reading snake_case aliases would show it
+                return Verdict(
+                    "elicitation.secret_fields",
+                    "requested_schema is an alias a client could read (fail closed)",
+                    "form",
+                )
+            return self._form(p.get("requestedSchema"))
         return Verdict("elicitation.mode", "the mode is neither form nor url (fail closed)", shown)
 
     def _url(self, url: Any) -> Verdict | None:

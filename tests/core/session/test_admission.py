@@ -91,6 +91,18 @@ def test_unknown_transports_and_unreadable_lists_are_refused() -> None:
         assert refusal.field == field, servers
 
 
+def test_snake_case_aliases_an_sdk_could_read_are_refused() -> None:
+    """The Python SDK's models populate by field name too: ``mcp_servers`` would be read."""
+    refusal = _policy(mcp_stdio="allow").decide({"cwd": "/ws", "mcp_servers": [STDIO]}, None)
+    assert refusal is not None
+    assert (refusal.rule, refusal.field) == ("admission.mcp_servers", "mcp_servers")
+    params = {"cwd": "/srv", "additional_directories": ["/etc"]}
+    refusal = _policy(roots=["/srv"]).decide(params, None)
+    assert refusal is not None
+    assert refusal.rule == "admission.roots"
+    assert _policy().decide(params, None) is None  # no roots: nothing to hide
+
+
 def test_roots_are_checked_for_cwd_and_every_additional_directory() -> None:
     policy = _policy(roots=["/srv/ws"])
     assert policy.decide({"cwd": "/srv/ws/p", "additionalDirectories": ["/srv/ws"]}, None) is None

@@ -155,6 +155,8 @@ def test_secret_fields_are_read_in_name_title_and_description() -> None:
         assert verdict is not None
         assert verdict.rule == "elicitation.secret_fields"
         assert verdict.field == next(iter(props))
+    alias = {"sessionId": "s", "mode": "form", "requested_schema": {"properties": {"pw": {}}}}
+    assert rules.decide(alias) is not None
     unreadable = {"sessionId": "s", "mode": "form", "requestedSchema": {"properties": ["password"]}}
     assert rules.decide(unreadable) is not None
     # url mode is not this rule's business
