@@ -155,8 +155,8 @@ class ProxyCore:
         """Applies the policy sections of ``config`` to this live connection (a reload).
 
         The policy sections (:data:`acp_proxy.config.reload.POLICY_SECTIONS`):
-        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content`` and
-        ``permissions``. Every part that read one of them at construction is
+        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content``,
+        ``permissions``, ``admission`` and ``elicitation``. Every part that read one of them at construction is
         given the new value here, in one synchronous call, so the next message
         is decided wholly under the new policy: a narrowed
         ``child_mutations`` refuses the next mutation on a child registered
