@@ -201,12 +201,17 @@ async def test_elicitation_rules_over_a_websocket(tmp_path: Path) -> None:
     assert declined[1]["field"] == "apiKey"
 
 
-async def test_a_revoked_principal_is_disconnected_on_sighup(tmp_path: Path) -> None:
-    """SIGHUP reloads --tokens-file: bob's open connection is closed (1008), alice's goes
-    on, bob's token is refused from then on, and dave (added) is accepted."""
+@pytest.mark.parametrize("trigger", ["SIGHUP", "--watch-config"])
+async def test_a_revoked_principal_is_disconnected_on_reload(tmp_path: Path, trigger: str) -> None:
+    """SIGHUP (or a change seen by --watch-config) reloads --tokens-file: bob's open
+    connection is closed (1008), alice's goes on, bob's token is refused from then on,
+    and dave (added) is accepted."""
     tokens = _tokens_file(tmp_path / "tokens", "alice tok-a\nbob tok-b\n")
+    config = tmp_path / "acp.toml"
+    config.write_text("")
+    watch = ["--config", str(config), "--watch-config"] if trigger != "SIGHUP" else []
     cmd = proxy_command("--listen", "ws://127.0.0.1:0/acp", "--tokens-file", str(tokens),
-                        "--log-level", "info")  # fmt: skip
+                        "--log-level", "info", *watch)  # fmt: skip
     with trio.fail_after(TIMEOUT):
         async with open_proxy([*cmd, *AGENT_CMD]) as proxy:
             err = await proxy.wait_for_stderr("listening on ")
@@ -218,8 +223,11 @@ async def test_a_revoked_principal_is_disconnected_on_sighup(tmp_path: Path) -> 
                 a, b = AcpClient(alice), AcpClient(bob)
                 await _init(a)
                 await _init(b)
+                if watch:
+                    await proxy.wait_for_stderr("for changes of tokens")
                 _tokens_file(tokens, "alice tok-a\ndave tok-d\n")
-                proxy.process.send_signal(signal.SIGHUP)
+                if not watch:
+                    proxy.process.send_signal(signal.SIGHUP)
                 closed = await wait_closed(bob)
                 assert (closed.code, closed.reason) == (1008, "principal revoked")
                 await proxy.wait_for_stderr("1 revoked, 1 connection(s) closed")

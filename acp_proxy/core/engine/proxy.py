@@ -156,8 +156,9 @@ class ProxyCore:
 
         The policy sections (:data:`acp_proxy.config.reload.POLICY_SECTIONS`):
         ``enforcement``, ``hold``, ``dedup``, ``audit.include_content``,
-        ``permissions``, ``admission`` and ``elicitation``. Every part that read one of them at construction is
-        given the new value here, in one synchronous call, so the next message
+        ``permissions``, ``admission`` and ``elicitation``. Every part that read
+        one of them at construction is given the new value here, in one
+        synchronous call, so the next message
         is decided wholly under the new policy: a narrowed
         ``child_mutations`` refuses the next mutation on a child registered
         before, a shorter ``hold.timeout_seconds`` applies to sessions held
