@@ -75,7 +75,7 @@ def read_tokens_file(path: str) -> dict[str, bytes]:
             or no principal at all.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # a symlink (a mounted secret) is followed
     except OSError as exc:
         raise StartupError(f"cannot read the tokens file {path!r}: {exc.strerror}") from None
     try:

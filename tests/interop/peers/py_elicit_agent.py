@@ -12,38 +12,13 @@ import asyncio
 import sys
 from typing import Any
 
-from acp import PROTOCOL_VERSION, run_agent, update_agent_message_text
-from acp.schema import (
-    AgentCapabilities,
-    ElicitationFormSessionMode,
-    ElicitationUrlSessionMode,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
-    PromptResponse,
-)
+from acp import run_agent, update_agent_message_text
+from acp.schema import ElicitationFormSessionMode, ElicitationUrlSessionMode, PromptResponse
+from py_sdk_agent import ScenarioAgent  # this directory is on sys.path when run as a script
 
 
-class ElicitAgent:
-    """Duck-typed ``acp.Agent``."""
-
-    def __init__(self) -> None:
-        self.conn: Any = None
-        self.count = 0
-
-    def on_connect(self, conn: Any) -> None:
-        self.conn = conn
-
-    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(load_session=False),
-            agent_info=Implementation(name="acp-proxy-py-elicit-agent", version="0.1.0"),
-        )
-
-    async def new_session(self, **_: Any) -> NewSessionResponse:
-        self.count += 1
-        return NewSessionResponse(session_id=f"py-elicit-{self.count}")
+class ElicitAgent(ScenarioAgent):
+    """The Python SDK scenario agent (initialize, session/new) whose prompts elicit."""
 
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         kind, _, arg = prompt[0].text.partition(" ")
