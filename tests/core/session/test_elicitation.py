@@ -224,3 +224,17 @@ def test_an_elicitation_for_an_unknown_session_is_held_first_then_decided() -> N
     assert [a.fields["rule"] for a in audits(out, "elicitation_declined")] == [
         "elicitation.url_hosts"
     ]
+
+
+def test_a_held_elicitation_released_on_expiry_is_still_decided() -> None:
+    """hold.on_expire = "release": the expired elicitation is decided on its way out."""
+    core = ProxyCore(Config(elicitation=ElicitationConfig(url_hosts=[])))
+    assert core.config.hold.on_expire == "release"
+    frame = req("e", "elicitation/create", {**_url("https://evil.example/"), "sessionId": "ghost"})
+    assert sends(core.receive(AGENT, frame, 0.0)) == []
+    deadline = core.get_timer()
+    assert deadline is not None
+    out = core.handle_timer(deadline)
+    assert sends(out, CLIENT) == []
+    assert [json.loads(d)["result"] for d in sends(out, AGENT)] == [{"action": "decline"}]
+    assert [a.event for a in audits(out)][-1] == "elicitation_declined"
