@@ -27,11 +27,14 @@ __all__ = [
     "NEVER_ON_CHILD",
     "PERMISSION_METHODS",
     "RULE_MATCHERS",
+    "AdmissionConfig",
+    "AdmissionRule",
     "AuditConfig",
     "BudgetsConfig",
     "Config",
     "ConfigError",
     "DedupConfig",
+    "ElicitationConfig",
     "EnforcementConfig",
     "HoldConfig",
     "LimitsConfig",
@@ -385,6 +388,9 @@ class ListenConfig:
 
     Attributes:
         token_file: file holding the bearer token; required for non-loopback binds.
+        tokens_file: file of named principals, one ``NAME TOKEN`` or
+            ``NAME sha256:HEX`` per line (``--tokens-file``); mode 0600 or
+            stricter. A client presenting one is that principal.
         allowed_origins: browser origins (``scheme://host[:port]``, compared
             without case) whose upgrade requests are accepted; an upgrade with
             an ``Origin`` header not listed is refused (403). Empty (the
@@ -404,6 +410,7 @@ class ListenConfig:
     """
 
     token_file: str = ""
+    tokens_file: str = ""
     allowed_origins: list[str] = attrs.field(factory=list, validator=_origins)
     allowed_hosts: list[str] = attrs.field(factory=list, validator=_hosts)
     max_connections: int = attrs.field(default=16, validator=_positive)
@@ -859,6 +866,117 @@ class SandboxConfig:
     required: bool = True
 
 
+# --- admission and elicitation (issue 26) -------------------------------------
+
+McpStdio = Literal["refuse", "allow"]
+AppliesTo = Literal["remote", "all"]
+SecretFields = Literal["pass", "decline"]
+
+
+def _url_globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str] | None) -> None:
+    """Each entry an ``http(s)://HOST[:PORT]/PATH`` glob (host globbed by labels)."""
+    if value is None:
+        return
+    for index, pattern in enumerate(value):
+        problem = glob_problem(pattern) if pattern else "an empty pattern never matches"
+        if problem is None:
+            scheme, sep, rest = pattern.partition("://")
+            if not sep or scheme.lower() not in ("http", "https") or not rest:
+                problem = f"{describe(pattern)}: write http://HOST/PATH or https://HOST/PATH"
+            elif "@" in rest.split("/", 1)[0]:
+                problem = f"{describe(pattern)}: no user name before the host"
+        if problem is not None:
+            raise InvalidValue(problem, (attr.name, index))
+
+
+def _host_globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, pattern in enumerate(value):
+        problem = glob_problem(pattern) if pattern else "an empty pattern never matches"
+        if problem is None and any(c in pattern for c in "/:@ "):
+            problem = f"{describe(pattern)}: a host name only (no scheme, port, path or user)"
+        if problem is not None:
+            raise InvalidValue(problem, (attr.name, index))
+
+
+def _roots(_inst: Any, attr: attrs.Attribute[Any], value: list[str] | None) -> None:
+    for index, root in enumerate(value or ()):
+        if not root.startswith("/"):
+            raise InvalidValue(
+                f"{describe(root)}: a root is an absolute directory", (attr.name, index)
+            )
+
+
+def _principals(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    _check_globs(value, (attr.name,))
+
+
+@attrs.frozen
+class AdmissionRule:
+    """One ``[[admission.rules]]`` entry: the defaults refined for some principals.
+
+    Attributes:
+        principal: globs on the connection's principal name (``--tokens-file``);
+            a connection without one matches no rule.
+        name: names the rule in refusals and audit records (default ``rules[N]``).
+        mcp_stdio, mcp_http_allow, roots: as in :class:`AdmissionConfig`; a key
+            left out keeps the section's value.
+    """
+
+    principal: list[str] = attrs.field(validator=_principals)
+    name: str | None = attrs.field(default=None, validator=_rule_name)
+    mcp_stdio: McpStdio | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_one_of(("refuse", "allow")))
+    )
+    mcp_http_allow: list[str] | None = attrs.field(default=None, validator=_url_globs)
+    roots: list[str] | None = attrs.field(default=None, validator=_roots)
+
+
+@attrs.frozen
+class AdmissionConfig:
+    """What a client may open a session with (issue 26; docs/protocol.md section 8).
+
+    Applies to ``session/new``, ``session/load``, ``session/resume`` and
+    ``session/fork``; a refused request is answered with an error naming the
+    rule and never reaches the agent.
+
+    Attributes:
+        applies_to: ``"remote"`` (connections of ``--listen``; the stdio
+            drop-in's editor is trusted) or ``"all"``.
+        mcp_stdio: ``"refuse"`` or ``"allow"`` MCP servers given as a command.
+        mcp_http_allow: URL globs an ``http`` / ``sse`` MCP server must match
+            (the host compared by labels, like :attr:`ElicitationConfig.url_hosts`).
+        roots: absolute directories ``cwd`` and every ``additionalDirectories``
+            entry must lie in (after ``..`` and symlinks); ``[]`` = anywhere.
+        refuse_code: JSON-RPC error code of the refusal.
+        rules: per-principal refinements, first match wins.
+    """
+
+    applies_to: AppliesTo = attrs.field(default="remote", validator=_one_of(("remote", "all")))
+    mcp_stdio: McpStdio = attrs.field(default="refuse", validator=_one_of(("refuse", "allow")))
+    mcp_http_allow: list[str] = attrs.field(factory=list, validator=_url_globs)
+    roots: list[str] = attrs.field(factory=list, validator=_roots)
+    refuse_code: int = -32602
+    rules: list[AdmissionRule] = attrs.field(factory=list, validator=_unique_names)
+
+
+@attrs.frozen
+class ElicitationConfig:
+    """What an agent may elicit from the user (issue 26; docs/protocol.md section 8).
+
+    Attributes:
+        url_hosts: host globs a URL-mode ``elicitation/create`` may point to
+            (the parsed host; ``*.example.com`` is any name under it);
+            ``["*"]`` (default) any host, ``[]`` none.
+        secret_fields: ``"decline"`` a form-mode request asking for a field
+            that names or describes a secret; ``"pass"`` (default) forwards it.
+    """
+
+    url_hosts: list[str] = attrs.field(factory=lambda: ["*"], validator=_host_globs)
+    secret_fields: SecretFields = attrs.field(
+        default="pass", validator=_one_of(("pass", "decline"))
+    )
+
+
 @attrs.frozen
 class Config:
     """The whole configuration (``config/default.toml`` documents every key)."""
@@ -876,3 +994,5 @@ class Config:
     budgets: BudgetsConfig = attrs.field(factory=BudgetsConfig)
     policy: PolicyConfig = attrs.field(factory=PolicyConfig)
     sandbox: SandboxConfig = attrs.field(factory=SandboxConfig)
+    admission: AdmissionConfig = attrs.field(factory=AdmissionConfig)
+    elicitation: ElicitationConfig = attrs.field(factory=ElicitationConfig)

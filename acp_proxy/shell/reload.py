@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import trio
 
@@ -144,9 +145,16 @@ def _directory_of(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
+class Reloadable(Protocol):
+    """What :func:`watch_config` reloads (a :class:`LivePolicy`, or the tokens of a listener)."""
+
+    async def reload(self, trigger: str) -> bool:
+        """Reloads; ``False`` when refused."""
+
+
 async def watch_config(
     path: str,
-    policy: LivePolicy,
+    policy: Reloadable,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:

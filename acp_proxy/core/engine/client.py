@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.counters import Counters
@@ -54,6 +55,7 @@ class ClientDirection:
         gate: the permission gate (records workspaces; drops late answers to
             requests whose ask timed out).
         budgets: the budget gate (checks prompts; opens turns).
+        admission: the admission gate (``[admission]`` on session requests), if any.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class ClientDirection:
         agent: AgentDirection,
         gate: PermissionGate,
         budgets: BudgetGate | None = None,
+        admission: AdmissionGate | None = None,
     ) -> None:
         self.config = config
         self.budgets = budgets or BudgetGate(config, registry, ledger)
@@ -79,6 +82,7 @@ class ClientDirection:
         self.negotiated = negotiated
         self.agent = agent
         self.gate = gate
+        self.admission = admission
         self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
@@ -115,6 +119,11 @@ class ClientDirection:
             if rejection is not None:
                 self._reject(m, rejection, out)
                 return
+            if kind is _REQUEST and self.admission is not None:
+                refusal = self.admission.decide(m)
+                if refusal is not None:
+                    self.admission.refuse(m, refusal, out)
+                    return
             if self._roots and kind is _REQUEST and method in SESSION_DIRECTORY_METHODS:
                 outside = directories_outside(m.params, self._roots)
                 if outside:

@@ -30,10 +30,12 @@ import attrs
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send, StoreCall, StoreReply
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.client import ClientDirection
 from acp_proxy.core.engine.counters import CoreStatistics, Counters
+from acp_proxy.core.engine.elicitation import ElicitationGate
 from acp_proxy.core.engine.inflight import InFlight
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
@@ -102,6 +104,9 @@ class ProxyCore:
             ask timers); ``permissions.configure(config)`` swaps the policy.
         client: the client direction.
         agent: the agent direction.
+        admission: the admission gate (``[admission]``; the shell binds the
+            connection's principal with ``admission.bind``).
+        elicitation: the elicitation gate (``[elicitation]``).
     """
 
     def __init__(self, config: Config | None = None, *, label: str = "") -> None:
@@ -128,6 +133,8 @@ class ProxyCore:
         self.budgets = BudgetGate(config, self.registry, self.ledger, self.permissions.tools)
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
+        self.admission = AdmissionGate(config, self.ledger)
+        self.elicitation = ElicitationGate(config, self.ledger, self.permissions)
         self.agent = AgentDirection(
             config,
             self.registry,
@@ -137,6 +144,7 @@ class ProxyCore:
             self.negotiated,
             self.permissions,
             self.budgets,
+            self.elicitation,
         )
         self.client = ClientDirection(
             config,
@@ -148,6 +156,7 @@ class ProxyCore:
             self.agent,
             self.permissions,
             self.budgets,
+            self.admission,
         )
 
     def _needs_table(self) -> dict[str, str | None]:
@@ -167,9 +176,10 @@ class ProxyCore:
         """Applies the policy sections of ``config`` to this live connection (a reload).
 
         The policy sections (:data:`acp_proxy.config.reload.POLICY_SECTIONS`):
-        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content`` and
-        ``permissions``. Every part that read one of them at construction is
-        given the new value here, in one synchronous call, so the next message
+        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content``,
+        ``permissions``, ``admission`` and ``elicitation``. Every part that read
+        one of them at construction is given the new value here, in one
+        synchronous call, so the next message
         is decided wholly under the new policy: a narrowed
         ``child_mutations`` refuses the next mutation on a child registered
         before, a shorter ``hold.timeout_seconds`` applies to sessions held
@@ -193,6 +203,8 @@ class ProxyCore:
         self.client.reconfigure(config)
         self.permissions.configure(config)
         self.budgets.configure(config)
+        self.admission.configure(config)
+        self.elicitation.configure(config)
         self._needs = self._needs_table()
 
     @property

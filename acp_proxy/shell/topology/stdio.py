@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -168,6 +169,7 @@ async def run_stdio_process(
     client = open_stdio_transport(config.limits.max_message_bytes)
     live = live or LivePolicy(config, None, audit)
     core = make_core(live.config, agent.process.pid)
+    core.admission.bind(None, False, os.path.realpath)  # the local editor: trusted
     relay = agent_relay(core, client, agent, config, audit)
     process = config.process
     on_hup = partial(live.reload, "SIGHUP") if live.reloadable else None
