@@ -439,7 +439,8 @@ _TOOL = ("tool_name", "tool_kind", "tool_title", "raw_input")
 _COMMAND = ("command", "cwd")
 #: Matchers each method's request can satisfy; any other can never match.
 RULE_MATCHERS: dict[str, tuple[str, ...]] = {
-    "session/request_permission": (*_WHO, *_TOOL, *_COMMAND, "inside_workspace"),
+    # path on a request_permission reads the tool call's locations and diff paths
+    "session/request_permission": (*_WHO, *_TOOL, "path", *_COMMAND, "inside_workspace"),
     "fs/read_text_file": (*_WHO, "path", "inside_workspace"),
     "fs/write_text_file": (*_WHO, "path", "inside_workspace"),
     "terminal/create": (*_WHO, *_COMMAND, "inside_workspace"),
@@ -564,7 +565,9 @@ class PermissionRule:
         command: globs on the command line (v2 command subject;
             ``terminal/create`` command and args joined by spaces).
         cwd: globs on the command's working directory (normalised).
-        path: globs on an ``fs/*`` request's path (normalised).
+        path: globs on an ``fs/*`` request's path (normalised); on a
+            request_permission, on every path of the tool call's ``locations``
+            and ``diff`` content (a deny matches any, an allow needs all).
         inside_workspace: the path or cwd is (True) / is not (False) inside
             the session's cwd or additional directories.
         option: option kinds to answer with, in order of preference
@@ -605,7 +608,7 @@ class PermissionRule:
                 raise InvalidValue(
                     f"can never match: a {self.method} request has no {_SUBJECT[name]}", (name,)
                 )
-        tool = [name for name in given if name in _TOOL]
+        tool = [name for name in given if name in (*_TOOL, "path")]
         command = [name for name in given if name in (*_COMMAND, "inside_workspace")]
         if self.method == "session/request_permission" and tool and command:
             raise InvalidValue(
@@ -667,7 +670,8 @@ _SUBJECT = {
     "raw_input": "tool call (raw_input reads session/request_permission)",
     "command": "command line (command reads terminal/create or session/request_permission)",
     "cwd": "command cwd (cwd reads terminal/create or session/request_permission)",
-    "path": "path (path reads fs/read_text_file and fs/write_text_file)",
+    "path": "path (path reads fs/read_text_file, fs/write_text_file and the tool call "
+    "locations of session/request_permission)",
     "inside_workspace": "path or cwd",
 }
 

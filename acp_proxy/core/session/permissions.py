@@ -98,6 +98,7 @@ import attrs
 from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
 from acp_proxy.core.actions import AuditEvent
 from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.session.sdk_reading import TOOL_KINDS, read_args, tool_paths
 from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
 from acp_proxy.core.wire.views import OPAQUE
 
@@ -361,6 +362,10 @@ class Policy:
             )
             for method, rules in self._by_method.items()
         }
+        self._reads_path = {
+            method: any(r.path is not None for _, r in rules)
+            for method, rules in self._by_method.items()
+        }
         self._kind_denied = {
             method: any(r.action == "deny" and r.tool_kind is not None for _, r in rules)
             for method, rules in self._by_method.items()
@@ -436,13 +441,17 @@ class Policy:
         picks = [self._pick(rules, shape, context) for shape in shapes]
         chosen = next((c for c in picks if c is not None and c[1].action == "deny"), None)
         why: str | None = None
-        if any(shape.incomplete for shape in shapes):
-            why = UNREADABLE_REASON
+        refuse = method != _REQUEST_PERMISSION
+        disagreement = next((s.disagreement for s in shapes if s.disagreement), None)
+        if disagreement is not None:
+            why, refuse = f"read differently by the SDKs: {disagreement}", True
+        elif any(s.incomplete or (s.paths_incomplete and self._reads_path[method]) for s in shapes):
+            why = UNREADABLE_REASON  # too large to read: refused, or asked (never allowed)
         elif self._reads_location[method] and any(shape.unresolved for shape in shapes):
             why = UNRESOLVED_REASON
         if chosen is None and why is not None:
             reason = f"{why}: fail closed"
-            if method != _REQUEST_PERMISSION:
+            if refuse:
                 return Decision(
                     method,
                     "deny",
@@ -553,6 +562,9 @@ class _Facts:
     kind_unknown: bool = False  # a tool call whose kind is missing (or not a string)
     unresolved: bool = False  # a path or cwd that is not absolute (or an unknown cwd)
     commands: tuple[str, ...] = ()  # command line spellings deny rules also read
+    paths: tuple[str, ...] = ()  # a tool call's locations and diff paths (normalised)
+    disagreement: str | None = None  # why the SDKs read a governed field differently
+    paths_incomplete: bool = False  # locations / content too large to read (OPAQUE)
 
 
 #: Why a governed request could not be decided on its fields.
@@ -580,15 +592,23 @@ def _tool_facts(tool: object, tools: Mapping[str, Mapping[str, Any]] | None) -> 
         merged.update((k, v) for k, v in tool.items() if v is not None)
         tool = merged
     raw = tool.get("rawInput")
+    named = tool_paths(tool)
     incomplete = any(tool.get(k) is OPAQUE for k in TOOL_FIELDS) or (
         isinstance(raw, dict) and any(v is OPAQUE for v in raw.values())
     )
     audit = {k: tool[k] for k in ("name", "kind", "title") if isinstance(tool.get(k), str)}
+    if named.paths:
+        audit["paths"] = " ".join(named.paths)
+    paths = tuple(_normpath(p) if is_absolute(p) else p for p in named.paths)
     return _Facts(
         tool,
         audit=audit,
         incomplete=incomplete,
-        kind_unknown=not isinstance(tool.get("kind"), str),
+        # the SDKs read a kind outside the schema's ToolKind values as no kind
+        kind_unknown=tool.get("kind") not in TOOL_KINDS,
+        unresolved=any(not is_absolute(p) for p in paths),
+        paths=paths,
+        paths_incomplete=named.incomplete,
     )
 
 
@@ -637,7 +657,11 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
     ws = context.workspace
     if method == "terminal/create":
         raw_command, raw_args = params.get("command"), params.get("args")
-        command = _command_line(raw_command, raw_args)
+        # args as the Python SDK reads them (non-string items dropped): see sdk_reading
+        args, disagreement = (None, None) if raw_args is OPAQUE else read_args(raw_args)
+        if not isinstance(raw_command, str) and raw_command is not OPAQUE:
+            disagreement = "command is not a string (both SDKs refuse the request)"
+        command = _command_line(raw_command, args)
         raw_cwd = params.get("cwd")
         incomplete = (
             raw_command is OPAQUE
@@ -652,7 +676,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         audit = _clean({"command": command, "cwd": cwd_text})
         commands: tuple[str, ...] = ()
         if command is not None:
-            argv = [command] if raw_args is None else [str(raw_command), *map(str, raw_args)]
+            argv = [command] if args is None else [str(raw_command), *args]
             commands = _unique((*_argv_variants(argv, 0), *command_variants(command)))
         return _Facts(
             None,
@@ -664,6 +688,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
             incomplete,
             unresolved=cwd is None,
             commands=commands,
+            disagreement=disagreement,
         )
     raw = params.get("path")
     raw_path = _str(raw)
@@ -843,8 +868,13 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
     place = _deny_path_glob if deny else _glob
     if rule.cwd is not None and not place(facts.cwd, rule.cwd):
         return False
-    if rule.path is not None and not place(facts.path, rule.path):
-        return False
+    if rule.path is not None:
+        if facts.tool is not None:  # a tool call: its locations and diff paths
+            hits = [place(p, rule.path) for p in facts.paths]
+            if not (any(hits) if deny else hits and all(hits)):
+                return False
+        elif not place(facts.path, rule.path):
+            return False
     if rule.inside_workspace is not None:
         if not facts.has_location:
             return False  # nothing to place: a tool_call subject, no path at all
