@@ -59,7 +59,10 @@ Matching (see :class:`Policy` for the decision among rules)
   the session's cwd, where the client runs it). A deny rule's ``command`` (and
   ``raw_input``) also reads other spellings (:func:`command_variants`):
   whitespace runs as one space, the executable without its directory, the
-  script of ``sh -c`` / ``bash -c``. Advisory: an agent can always hide a
+  script of ``sh -c`` / ``bash -c`` (also when an argv array names the shell:
+  Codex's ``["/bin/bash", "-lc", "sudo ls"]`` is matched on ``sudo ls``, never
+  joined and re-split), the argv behind ``env`` / ``exec`` / ``timeout`` and
+  the like. Advisory: an agent can always hide a
   command line; the durable control is that everything else asks.
 - Paths and cwds must be absolute POSIX paths (ACP requires it; a client
   resolves a relative one against its own working directory): while the
@@ -768,6 +771,8 @@ def _deny_path_glob(value: str | None, patterns: Sequence[str]) -> bool:
 #: Programs whose ``-c`` argument is a script (its command lines are matched too).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
 _MAX_DEPTH = 3
+#: Programs that run the argv after their options (``VAR=value`` and a duration too).
+_WRAPPERS = frozenset({"env", "exec", "nohup", "command", "builtin", "time", "nice", "timeout"})
 
 
 def _unique(items: Sequence[str]) -> tuple[str, ...]:
@@ -812,6 +817,13 @@ def _argv_variants(argv: Sequence[str], depth: int) -> list[str]:
             for arg in argv[1:]:
                 if not arg.startswith("-"):
                     out += _line_variants(arg, depth + 1)
+    if depth < _MAX_DEPTH and name in _WRAPPERS:
+        # env FOO=1 sudo ls, exec bash -c ..., timeout 5 curl ...: the wrapped argv too
+        rest = list(argv[1:])
+        while rest and (rest[0].startswith("-") or "=" in rest[0] or rest[0][:1].isdigit()):
+            rest.pop(0)
+        if rest:
+            out += _argv_variants(rest, depth + 1)
     return out
 
 
@@ -821,6 +833,15 @@ def _raw_value(value: object) -> str | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return " ".join(value)
     return None
+
+
+def _raw_variants(raw: object, line: str) -> tuple[str, ...]:
+    """The spellings deny rules read of a ``rawInput`` value: an argv array (Codex:
+    ``["/bin/bash", "-lc", "sudo ls"]``) as an argv, its ``-c`` script a command line
+    of its own (never joined and re-split), then the joined line's spellings."""
+    if isinstance(raw, list):
+        return _unique((*_argv_variants(raw, 0), *command_variants(line)))
+    return command_variants(line)
 
 
 def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bool:
@@ -855,7 +876,9 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
             if not deny:
                 if not _glob(value, patterns):
                     return False
-            elif value is None or not any(_deny_glob(v, patterns) for v in command_variants(value)):
+            elif value is None or not any(
+                _deny_glob(v, patterns) for v in _raw_variants(raw.get(key), value)
+            ):
                 return False
     if rule.command is not None:
         if not deny:
