@@ -289,6 +289,7 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
+    _protect_own_files(args, cfg)
     if mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     run_id = os.urandom(6).hex()
@@ -363,6 +364,16 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
             shown = "the stdio form" if mode == "stdio" else f"--{mode}"
             raise UsageError(f"{option} applies to {where} only, not to {shown}")
     return mode
+
+
+def _protect_own_files(args: argparse.Namespace, cfg: Config) -> None:
+    """The proxy's own files (config, watched directory, logs, keys) out of reach
+    of the requests it governs (issue 31; :mod:`acp_proxy.shell.places`)."""
+    from acp_proxy.shell.places import install, own_files
+
+    config = expand_path(args.config, "--config") if args.config else None
+    log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
+    install(own_files(cfg, config, watch=bool(args.watch_config), log_file=log_file))
 
 
 def _open_audit(path: str, context: dict[str, object] | None = None) -> AuditLog | None:

@@ -43,7 +43,9 @@ from acp_proxy.core.session.permissions import (
     session_context,
     workspace_from_params,
 )
+from acp_proxy.core.session.places import OwnFiles
 from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.session.sdk_reading import PathResolver
 from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import governed_misread
 from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, dumps
@@ -103,7 +105,24 @@ class PermissionGate:
         self.tools: dict[str, dict[str, tuple[dict[str, Any], int]]] = {}
         self._tool_bytes: dict[str, int] = {}
         self._tool_total = 0
+        #: resolves a path on the proxy's filesystem (:meth:`use_filesystem`); None: lexical only
+        self.resolve: PathResolver | None = None
+        #: the proxy's own files, refused to every governed request
+        self.own = OwnFiles()
         self.configure(config)
+
+    def use_filesystem(self, resolve: PathResolver | None, own: OwnFiles) -> None:
+        """The shell shares the client's filesystem: resolve paths there, and keep
+        the proxy's own files out of reach (issue 31; :mod:`~acp_proxy.core.session.places`).
+
+        Args:
+            resolve: resolves an absolute path (``..``, symbolic links of its
+                longest existing prefix); ``None`` reads paths lexically only.
+            own: the proxy's own files (config, watched directory, audit log,
+                trace, log file, token and key files); refused even without rules.
+        """
+        self.resolve = resolve
+        self.own = own
 
     def configure(self, config: Config) -> None:
         """Builds the policy from ``config`` (also on a reload: per-connection state stays)."""
@@ -156,7 +175,7 @@ class PermissionGate:
     def governs(self, method: str | None) -> bool:
         """True when the policy has rules and one could govern ``method``."""
         policy = self.policy
-        return policy.active and policy.governs(method)
+        return (policy.active or bool(self.own)) and policy.governs(method)
 
     def decide(self, m: Message, now: float, out: list[Action]) -> bool:
         """Decides agent request ``m`` (in flight toward the client, one :meth:`governs`).
@@ -194,7 +213,12 @@ class PermissionGate:
                 sid if type(sid) is str else None, self.registry, self.workspaces
             )
             decision = self.policy.decide(
-                context, method, params, tools=self._tools_named(sid, params)
+                context,
+                method,
+                params,
+                tools=self._tools_named(sid, params),
+                resolve=self.resolve,
+                own=self.own,
             )
         event = decision.audit_event
         if event is not None:

@@ -100,8 +100,9 @@ import attrs
 
 from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
 from acp_proxy.core.actions import AuditEvent
+from acp_proxy.core.session.places import OwnFiles, own_file_hit
 from acp_proxy.core.session.registry import Registry
-from acp_proxy.core.session.sdk_reading import TOOL_KINDS, read_args, tool_paths
+from acp_proxy.core.session.sdk_reading import TOOL_KINDS, PathResolver, read_args, tool_paths
 from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
 from acp_proxy.core.wire.views import OPAQUE
 
@@ -394,6 +395,8 @@ class Policy:
         params: Mapping[str, Any] | None,
         *,
         tools: Mapping[str, Mapping[str, Any]] | None = None,
+        resolve: PathResolver | None = None,
+        own: OwnFiles | None = None,
     ) -> Decision:
         """Decides one agent request.
 
@@ -408,6 +411,12 @@ class Policy:
                 (``toolCallId`` -> ``kind`` / ``title`` / ``name`` /
                 ``rawInput``): merged under a request_permission's tool call
                 with that id (the request's own non-null fields win).
+            resolve: resolves a path on the proxy's filesystem (``None``: paths
+                are read lexically only). Every place is then read twice, as
+                given and resolved, each against the workspace roots as given
+                and resolved: the stricter decision wins.
+            own: the proxy's own files: a request naming one (as given or
+                resolved) is refused whatever the rules say.
 
         Every shape a request_permission holds is read, whatever version was
         negotiated: the v1 ``toolCall`` and the v2 ``subject``. A deny rule
@@ -431,17 +440,41 @@ class Policy:
                     forced=True,
                 )
         rules = self._by_method.get(method)
-        if not rules:
+        if not rules and not own:
             return Decision(method, "ask")
         if method == _REQUEST_PERMISSION:
             shapes = _shapes(p, context, tools)
         else:
             shapes = [_facts(method, p, context)]
+        contexts = [context] * len(shapes)
+        if resolve is not None:
+            resolved = [_resolved(shape, resolve) for shape in shapes]
+            extra = [r for r in resolved if r is not None]
+            if extra:
+                shapes += extra
+                contexts += [_resolved_context(context, resolve)] * len(extra)
         audit: dict[str, str] = {}
         for shape in shapes:
             for key, value in shape.audit.items():
                 audit.setdefault(key, value)
-        picks = [self._pick(rules, shape, context) for shape in shapes]
+        if own:
+            hit = own_file_hit(
+                (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
+                (x for s in shapes for x in (s.command, *s.commands) if x is not None),
+                own,
+            )
+            if hit is not None:
+                return Decision(
+                    method,
+                    "deny",
+                    error_code=self.config.refuse_code,
+                    reason=f"names the proxy's own file {hit}",
+                    facts=audit,
+                    forced=True,
+                )
+        if not rules:
+            return Decision(method, "ask")
+        picks = [self._pick(rules, s, c) for s, c in zip(shapes, contexts, strict=True)]
         chosen = next((c for c in picks if c is not None and c[1].action == "deny"), None)
         why: str | None = None
         refuse = method != _REQUEST_PERMISSION
@@ -568,6 +601,9 @@ class _Facts:
     paths: tuple[str, ...] = ()  # a tool call's locations and diff paths (normalised)
     disagreement: str | None = None  # why the SDKs read a governed field differently
     paths_incomplete: bool = False  # locations / content too large to read (OPAQUE)
+    raw_path: str | None = None  # the place as given, before normalisation
+    raw_cwd: str | None = None
+    raw_paths: tuple[str, ...] = ()
 
 
 #: Why a governed request could not be decided on its fields.
@@ -612,6 +648,7 @@ def _tool_facts(tool: object, tools: Mapping[str, Mapping[str, Any]] | None) -> 
         unresolved=any(not is_absolute(p) for p in paths),
         paths=paths,
         paths_incomplete=named.incomplete,
+        raw_paths=named.paths,
     )
 
 
@@ -646,6 +683,7 @@ def _shapes(
                     incomplete,
                     unresolved=cwd_text is not None and cwd is None,
                     commands=command_variants(command) if command is not None else (),
+                    raw_cwd=cwd_text,
                 )
             )
         else:
@@ -692,6 +730,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
             unresolved=cwd is None,
             commands=commands,
             disagreement=disagreement,
+            raw_cwd=cwd_text,
         )
     raw = params.get("path")
     raw_path = _str(raw)
@@ -701,7 +740,32 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         has_location=raw_path is not None,
         audit=_clean({"path": raw_path}),
         incomplete=raw is OPAQUE,
+        raw_path=raw_path,
     )
+
+
+def _resolved(shape: _Facts, resolve: PathResolver) -> _Facts | None:
+    """``shape`` with every place it names resolved on the proxy's filesystem (from
+    the place as given, so ``..`` after a link is read as the client's open does), or
+    ``None`` when nothing resolves elsewhere."""
+
+    def one(raw: str | None, current: str | None) -> str | None:
+        return _normpath(resolve(raw)) if raw is not None and is_absolute(raw) else current
+
+    path, cwd = one(shape.raw_path, shape.path), one(shape.raw_cwd, shape.cwd)
+    paths = tuple(one(r, c) or c for r, c in zip(shape.raw_paths, shape.paths, strict=True))
+    if (path, cwd, paths) == (shape.path, shape.cwd, shape.paths):
+        return None
+    places = [x for x in (path, cwd, *paths) if x is not None]
+    audit = {**shape.audit, "resolved": " ".join(places)}
+    return attrs.evolve(shape, path=path, cwd=cwd, paths=paths, audit=audit)
+
+
+def _resolved_context(context: SessionContext, resolve: PathResolver) -> SessionContext:
+    """``context`` whose workspace roots are the roots as given and resolved."""
+    roots = context.workspace.roots
+    both = _unique((*roots, *(_normpath(resolve(r)) for r in roots)))
+    return attrs.evolve(context, workspace=attrs.evolve(context.workspace, bound=both))
 
 
 def _not_absolute(method: str, params: Mapping[str, Any]) -> str | None:

@@ -44,6 +44,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Audit, AuditEvent, Peer
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay, RelayResult
 from acp_proxy.shell.reload import LivePolicy, watch_config
 from acp_proxy.shell.topology.connect import (
@@ -475,7 +476,11 @@ class _Listener:
             if client is None:
                 return
             relay = agent_relay(
-                make_core(self.live.config, agent.process.pid), client, agent, cfg, audit
+                use_filesystem(make_core(self.live.config, agent.process.pid)),
+                client,
+                agent,
+                cfg,
+                audit,
             )
             result = await self._relay(client, relay, agent.watch_exit)
             if result.client_closed_first:
