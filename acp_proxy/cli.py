@@ -443,7 +443,12 @@ def _mode_runner(
     from acp_proxy.shell.reload import LivePolicy
 
     # A reload reads the file again with the same command-line overrides.
-    live = LivePolicy(cfg, partial(effective_config, args) if args.config else None, audit)
+    live = LivePolicy(
+        cfg,
+        partial(effective_config, args) if args.config else None,
+        audit,
+        path=expand_path(args.config, "--config") if args.config else None,
+    )
     watch = expand_path(args.config, "--config") if args.watch_config else None
     if mode == "listen":
         from acp_proxy.shell.topology.listen import run_listen

@@ -7,8 +7,8 @@ initialize (v1: ``fs`` read and write, ``terminal``) -> session/new (cwd: this
 directory) -> one prompt. Every governed handler records its arguments *as the
 SDK hands them* (after its deserialization) and succeeds: permission requests
 are answered allow_once, reads return ``"text"``, writes and terminals succeed
-(nothing runs, nothing is written). Prints one JSON object: ``{"stopReason",
-"handled": [{"method": ..., ...arguments}, ...]}``.
+(nothing runs; a write is written only with ``GOV_CLIENT_WRITES=1``). Prints
+one JSON object: ``{"stopReason", "handled": [{"method": ..., ...arguments}, ...]}``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ from acp.schema import (
     RequestPermissionResponse,
     WriteTextFileResponse,
 )
+
+
+def _write(path: str, content: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(content)
 
 
 class RecordingClient:
@@ -58,6 +63,8 @@ class RecordingClient:
         self, content: str, path: str, session_id: str, **_: Any
     ) -> WriteTextFileResponse:
         self.handled.append({"method": "fs/write_text_file", "path": path, "content": content})
+        if os.environ.get("GOV_CLIENT_WRITES") == "1":
+            await asyncio.to_thread(_write, path, content)  # a real client writes the file
         return WriteTextFileResponse()
 
     async def create_terminal(

@@ -5,9 +5,10 @@ usage: probe_agent.py PROBES.json
 
 ``PROBES.json`` is a list of ``{"name": ..., "method": ..., "params": {...}}``;
 in every string of ``params``, ``{sid}`` becomes the session id and ``{cwd}``
-the session's cwd. On ``session/prompt`` the agent sends each probe as a
-request, one at a time, prints ``OUTCOME {"probe": name, "answer": ...}`` to
-stderr for each answer (``null`` after 10 s), then ends the turn.
+the session's cwd; an optional ``"sleep"`` (seconds) waits before the probe.
+On ``session/prompt`` the agent sends each probe as a request, one at a time,
+prints ``OUTCOME {"probe": name, "answer": ...}`` to stderr for each answer
+(``null`` after 10 s), then ends the turn.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import select
 import sys
+import time
 from typing import Any
 
 
@@ -66,6 +68,7 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "s1"}})
         elif method == "session/prompt":
             for i, probe in enumerate(probes):
+                time.sleep(probe.get("sleep", 0))
                 params = fill(probe["params"], "s1", cwd)
                 send({"jsonrpc": "2.0", "id": 100 + i, "method": probe["method"], "params": params})
                 answer = read(10.0)
