@@ -226,6 +226,11 @@ class LimitsConfig:
             this is refused when it is classified (a request answered ``-32600``
             with id ``null``, anything else dropped and audited), on every path
             and at any stack depth (docs/design.md section 2); at most 512.
+        max_workspace_bytes: bytes (memory, estimated) of the workspaces
+            clients give (``cwd``, ``additionalDirectories``) kept for the
+            permission rules, over all sessions and the requests opening them;
+            a request whose workspace would go beyond it is refused with an
+            error under its id.
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
@@ -241,6 +246,7 @@ class LimitsConfig:
     dense_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
     max_nesting_depth: int = attrs.field(default=MAX_NESTING_DEPTH_CAP, validator=_nesting_depth)
+    max_workspace_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
 
 
 #: What the hold buffer does with a session's traffic on timeout or overflow.

@@ -21,7 +21,7 @@ from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.policy import Rejection, check_mutation
 from acp_proxy.core.session.registry import Registry
-from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, Kind, Message
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, Kind, Message
 
 __all__ = ["ClientDirection"]
 
@@ -113,7 +113,10 @@ class ClientDirection:
                     self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
                 return
             if kind is _REQUEST:
-                self.gate.client_request(m, sid)
+                refused = self.gate.client_request(m, sid)
+                if refused is not None:
+                    self._refuse_workspace(m, refused, out)
+                    return
                 if sid is not None and method in _OPENS_SESSION:
                     self._open(sid, method, now, out)
             self.ledger.forward(out, _AGENT, m.raw)
@@ -121,6 +124,16 @@ class ClientDirection:
         if self.gate.watching and self.gate.client_response(m, out):
             return
         self.ledger.settle(_CLIENT, m, out)
+
+    def _refuse_workspace(self, m: Message, reason: str, out: list[Action]) -> None:
+        """Answers a session/new | load | resume | fork whose workspace is over
+        ``limits.max_workspace_bytes`` with an error under its id (audited)."""
+        self.inflight.pop(_CLIENT, m.id)
+        fields = {"sessionId": m.session_id, "method": m.method, "id": m.id, "reason": reason}
+        self.ledger.audit(out, AuditEvent.REQUEST_REFUSED, _CLIENT, **fields)
+        self.ledger.answer(
+            out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {m.method} refused: {reason}"
+        )
 
     def _reject(self, m: Message, rejection: Rejection, out: list[Action]) -> None:
         """Refuses a client message naming a child: a request is answered, a
