@@ -684,6 +684,7 @@ def _shapes(
                     unresolved=cwd_text is not None and cwd is None,
                     commands=command_variants(command) if command is not None else (),
                     raw_cwd=cwd_text,
+                    disagreement=_subject_problem(raw_command, raw_cwd),
                 )
             )
         else:
@@ -691,6 +692,15 @@ def _shapes(
     if params.get("options") is OPAQUE and shapes:
         shapes[0] = attrs.evolve(shapes[0], incomplete=True)
     return shapes or [_Facts()]
+
+
+def _subject_problem(command: object, cwd: object) -> str | None:
+    """Why both SDKs refuse a v2 command subject (``command`` and ``cwd`` are
+    required strings), or ``None``; a value too large to read is left to the caller."""
+    for key, value in (("command", command), ("cwd", cwd)):
+        if not isinstance(value, str) and value is not OPAQUE:
+            return f"subject.{key} is not a string (both SDKs refuse the request)"
+    return None
 
 
 def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _Facts:

@@ -171,3 +171,19 @@ def test_path_and_a_command_matcher_can_never_match() -> None:
 
     with pytest.raises(ConfigError, match="can never match"):
         policy({"action": "deny", "path": "/x", "cwd": "/y"})
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        {"type": "command", "command": ["sudo", "ls"], "cwd": "/ws"},
+        {"type": "command", "command": "ls"},
+        {"type": "command", "command": "ls", "cwd": 7},
+    ],
+)
+def test_a_command_subject_both_sdks_refuse_is_refused_not_asked(subject: dict[str, Any]) -> None:
+    """A v2 command subject without a string command or cwd: refused (both SDKs refuse it)."""
+    params = {"sessionId": "S", "subject": subject, "options": OPTIONS}
+    d = strict().decide(ROOT, RP, params)
+    assert d.disposition == "refuse"
+    assert "both SDKs refuse" in d.reason
