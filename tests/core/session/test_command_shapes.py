@@ -1,9 +1,11 @@
 """Command rules read commands as real agents write them (issue 31, item 8).
 
 ``command_shapes.json`` holds how Codex (argv arrays, ``bash -lc`` scripts),
-Claude Code (a ``Bash`` string), fast-agent (an ``execute`` string, a whole
-line in ``terminal/create``), a v1 terminal (``bash -c``, a plain argv) and a v2
-command subject spell one command; every dangerous script in every shape is
+Claude Code (a ``Bash`` string), fast-agent (an ``execute`` string,
+``terminal/create`` ``/bin/sh -lc``), kimi-cli (a whole line as the terminal's
+``command``), a v1 terminal (``bash -c``, a plain argv) and a v2 command subject
+spell one command (checked against recorded traffic of codex-acp, claude-agent-acp
+and fast-agent); every dangerous script in every shape is
 denied by the ``config strict`` rule for that shape, every harmless one is not,
 and every command rule of ``config strict`` decides at least one of them.
 """
