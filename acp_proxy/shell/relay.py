@@ -326,7 +326,9 @@ class Relay:
                 log.info("%s", exc)
                 if peer is Peer.CLIENT:
                     await self._on_client_gone("client stopped reading (stdout closed)")
-                else:
+                elif self._wait_agent is not None:
+                    # an agent process that closed its stdin may still run and write;
+                    # a network agent that fails a write is gone, its reader says why
                     await self._on_agent_deaf()
             finally:
                 budget.release(size)
