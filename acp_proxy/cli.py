@@ -11,6 +11,7 @@
     acp-proxy config {default,strict}
     acp-proxy check-config FILE [-- AGENT_CMD ...]
     acp-proxy replay [--config FILE] [--diff] TRACE
+    acp-proxy view TRACE [-o FILE.html | --format conductor -o FILE]
 
 This module is the only place that maps errors to exit statuses: the
 agent's status as the proxy's (when the agent died of signal N, the proxy
@@ -72,7 +73,9 @@ USAGE = """
   acp-proxy check-config FILE [-- AGENT_CMD ...]
       validate a config file and what it names, print the effective config
   acp-proxy replay [--config FILE] [--diff] TRACE
-      the decisions a configuration makes on a recorded trace (no agent started)"""
+      the decisions a configuration makes on a recorded trace (no agent started)
+  acp-proxy view TRACE [-o FILE.html] [--format conductor]
+      a trace as a page: timeline, session tree, decisions (served, or one file)"""
 
 #: options that apply to some modes only -> the modes, as the user reads them
 _MODE_OPTIONS = {
@@ -275,6 +278,10 @@ def _main(argv: list[str]) -> int:
         from acp_proxy.shell.replay import run_replay
 
         return run_replay(opts[1:])
+    if opts and opts[0] == "view":
+        from acp_proxy.shell.view import run_view
+
+        return run_view(opts[1:])
     try:
         args, extra = _parser().parse_known_args(opts)
     except SystemExit as exc:  # --help, --version
