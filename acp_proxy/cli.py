@@ -443,6 +443,10 @@ def _mode_runner(
     audit: AuditLog | None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments."""
+    if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
+        from acp_proxy.shell.budget_store import store_for
+
+        store_for(cfg.budgets)  # UsageError now, not at the first connection, without redis
     if mode == "chain":
         from acp_proxy.shell.topology.chain import run_chain
 

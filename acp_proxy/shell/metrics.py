@@ -115,9 +115,33 @@ def render_metrics(hub: Hub) -> str:
             out.append(f'acp_proxy_request_duration_seconds_bucket{{le="{le}"}} {cumulative}')
         out.append(f"acp_proxy_request_duration_seconds_sum {snap['duration_sum']!r}")
         out.append(f"acp_proxy_request_duration_seconds_count {snap['duration_count']}")
+    would_block, exceeded = _budget_totals(hub)
+    family(
+        "acp_proxy_would_block_total",
+        "counter",
+        'Decisions a rule or budget would have blocked (policy.mode = "observe"), by rule.',
+    )
+    for rule, n in sorted(would_block.items()):
+        out.append(f'acp_proxy_would_block_total{{rule="{_esc(rule)}"}} {n}')
+    family("acp_proxy_budget_exceeded_total", "counter", "Budget decisions, by budget.")
+    for budget, n in sorted(exceeded.items()):
+        out.append(f'acp_proxy_budget_exceeded_total{{budget="{_esc(budget)}"}} {n}')
     family("acp_proxy_uptime_seconds", "gauge", "Seconds since the proxy started.")
     out.append(f"acp_proxy_uptime_seconds {time.monotonic() - hub.started_monotonic:.3f}")
     return "\n".join(out) + "\n"
+
+
+def _budget_totals(hub: Hub) -> tuple[dict[str, int], dict[str, int]]:
+    """Would-block decisions per rule and budget decisions per budget, over the
+    connections the hub keeps (issue 28)."""
+    would_block: dict[str, int] = {}
+    exceeded: dict[str, int] = {}
+    for conn in list(hub.connections.values()):
+        for rule, n in list(conn.core.ledger.would_block.items()):
+            would_block[rule] = would_block.get(rule, 0) + n
+        for budget, n in list(conn.core.budgets.exceeded.items()):
+            exceeded[budget] = exceeded.get(budget, 0) + n
+    return would_block, exceeded
 
 
 def _connection_status(conn: Connection) -> dict[str, Any]:
@@ -145,6 +169,9 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
         "sessions": sorted(registry.known),
         "children": children,
         "heldSessions": len(core.hold),
+        "policyMode": core.config.policy.mode,
+        "wouldBlock": dict(core.ledger.would_block),
+        "budgets": core.budgets.counts(),
         "counters": {
             name: getattr(stats, name)
             for name in (
@@ -174,6 +201,8 @@ def status(hub: Hub) -> dict[str, Any]:
         "agentPid": next((c.agent_pid for c in reversed(conns) if c.closed is None), None),
         "connections": [_connection_status(c) for c in conns],
         "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
+        "wouldBlock": _budget_totals(hub)[0],
+        "budgetExceeded": _budget_totals(hub)[1],
     }
 
 
