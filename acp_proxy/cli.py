@@ -332,6 +332,7 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
+    _protect_own_files(args, cfg)
     if mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     if mode == "listen":
@@ -477,6 +478,16 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
     return mode
 
 
+def _protect_own_files(args: argparse.Namespace, cfg: Config) -> None:
+    """The proxy's own files (config, watched directory, logs, keys) out of reach
+    of the requests it governs (issue 31; :mod:`acp_proxy.shell.places`)."""
+    from acp_proxy.shell.places import install, own_files
+
+    config = expand_path(args.config, "--config") if args.config else None
+    log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
+    install(own_files(cfg, config, watch=bool(args.watch_config), log_file=log_file))
+
+
 def _open_audit(path: str, context: dict[str, object] | None = None) -> AuditLog | None:
     """The audit log at ``path`` (``""``: none), its records carrying ``context``.
 
@@ -548,7 +559,12 @@ def _mode_runner(
     from acp_proxy.shell.reload import LivePolicy
 
     # A reload reads the file again with the same command-line overrides.
-    live = LivePolicy(cfg, partial(_reloaded_config, args, cfg) if args.config else None, audit)
+    live = LivePolicy(
+        cfg,
+        partial(_reloaded_config, args, cfg) if args.config else None,
+        audit,
+        path=expand_path(args.config, "--config") if args.config else None,
+    )
     watch = expand_path(args.config, "--config") if args.watch_config else None
     if mode == "listen":
         from acp_proxy.shell.topology.listen import run_listen

@@ -233,6 +233,11 @@ class LimitsConfig:
             this is refused when it is classified (a request answered ``-32600``
             with id ``null``, anything else dropped and audited), on every path
             and at any stack depth (docs/design.md section 2); at most 512.
+        max_workspace_bytes: bytes (memory, estimated) of the workspaces
+            clients give (``cwd``, ``additionalDirectories``) kept for the
+            permission rules, over all sessions and the requests opening them;
+            a request whose workspace would go beyond it is refused with an
+            error under its id.
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
@@ -248,6 +253,7 @@ class LimitsConfig:
     dense_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
     max_nesting_depth: int = attrs.field(default=MAX_NESTING_DEPTH_CAP, validator=_nesting_depth)
+    max_workspace_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
 
 
 #: What the hold buffer does with a session's traffic on timeout or overflow.
@@ -450,7 +456,8 @@ _TOOL = ("tool_name", "tool_kind", "tool_title", "raw_input")
 _COMMAND = ("command", "cwd")
 #: Matchers each method's request can satisfy; any other can never match.
 RULE_MATCHERS: dict[str, tuple[str, ...]] = {
-    "session/request_permission": (*_WHO, *_TOOL, *_COMMAND, "inside_workspace"),
+    # path on a request_permission reads the tool call's locations and diff paths
+    "session/request_permission": (*_WHO, *_TOOL, "path", *_COMMAND, "inside_workspace"),
     "fs/read_text_file": (*_WHO, "path", "inside_workspace"),
     "fs/write_text_file": (*_WHO, "path", "inside_workspace"),
     "terminal/create": (*_WHO, *_COMMAND, "inside_workspace"),
@@ -575,7 +582,9 @@ class PermissionRule:
         command: globs on the command line (v2 command subject;
             ``terminal/create`` command and args joined by spaces).
         cwd: globs on the command's working directory (normalised).
-        path: globs on an ``fs/*`` request's path (normalised).
+        path: globs on an ``fs/*`` request's path (normalised); on a
+            request_permission, on every path of the tool call's ``locations``
+            and ``diff`` content (a deny matches any, an allow needs all).
         inside_workspace: the path or cwd is (True) / is not (False) inside
             the session's cwd or additional directories.
         option: option kinds to answer with, in order of preference
@@ -616,7 +625,7 @@ class PermissionRule:
                 raise InvalidValue(
                     f"can never match: a {self.method} request has no {_SUBJECT[name]}", (name,)
                 )
-        tool = [name for name in given if name in _TOOL]
+        tool = [name for name in given if name in (*_TOOL, "path")]
         command = [name for name in given if name in (*_COMMAND, "inside_workspace")]
         if self.method == "session/request_permission" and tool and command:
             raise InvalidValue(
@@ -678,7 +687,8 @@ _SUBJECT = {
     "raw_input": "tool call (raw_input reads session/request_permission)",
     "command": "command line (command reads terminal/create or session/request_permission)",
     "cwd": "command cwd (cwd reads terminal/create or session/request_permission)",
-    "path": "path (path reads fs/read_text_file and fs/write_text_file)",
+    "path": "path (path reads fs/read_text_file, fs/write_text_file and the tool call "
+    "locations of session/request_permission)",
     "inside_workspace": "path or cwd",
 }
 

@@ -144,6 +144,16 @@ class ClientDirection:
             return
         self.ledger.settle(_CLIENT, m, out)
 
+    def _refuse_workspace(self, m: Message, reason: str, out: list[Action]) -> None:
+        """Answers a session/new | load | resume | fork whose workspace is over
+        ``limits.max_workspace_bytes`` with an error under its id (audited)."""
+        self.inflight.pop(_CLIENT, m.id)
+        fields = {"sessionId": m.session_id, "method": m.method, "id": m.id, "reason": reason}
+        self.ledger.audit(out, AuditEvent.REQUEST_REFUSED, _CLIENT, **fields)
+        self.ledger.answer(
+            out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {m.method} refused: {reason}"
+        )
+
     def _go_on(self, m: Message, now: float, out: list[Action]) -> None:
         """A client request or notification that passed enforcement and budgets: tracked
         and forwarded (or answered when the agent has gone)."""
@@ -161,7 +171,10 @@ class ClientDirection:
                 self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
             return
         if kind is _REQUEST:
-            self.gate.client_request(m, sid)
+            refused = self.gate.client_request(m, sid)
+            if refused is not None:
+                self._refuse_workspace(m, refused, out)
+                return
             if sid is not None and method in _OPENS_SESSION:
                 self._open(sid, method, now, out)
             elif method == "session/prompt" and self.budgets.watches_turns:

@@ -127,6 +127,8 @@ class ProxyCore:
         self.dedup = StateDedup(limits.max_dedup_bytes)
         self.n = Counters()
         self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
+        #: the agent stopped reading (:meth:`agent_stopped_reading`) but has not exited yet
+        self.agent_deaf = False
         self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
@@ -516,6 +518,10 @@ class ProxyCore:
         out: list[Action] = []
         gone = self.inflight.gone
         if gone[peer] is not None:
+            if peer is _AGENT and self.agent_deaf:  # it stopped reading before; now it exited
+                self.agent_deaf = False
+                for ev in self.hold.evict_all("agent_exited"):
+                    self.agent.expire(ev, now, out)
             return out
         text = detail or f"{peer.value} closed the connection"
         gone[peer] = text
@@ -540,7 +546,35 @@ class ProxyCore:
                     AuditEvent.REQUEST_DROPPED,
                     "the client went while it waited for the budget store",
                 )
-        waiting = peer.other
+        self._answer_waiting(peer.other, text, out)
+        return out
+
+    def agent_stopped_reading(self, now: float, detail: str) -> list[Action]:
+        """A write to the agent failed: it closed its input, but it may still be running.
+
+        The agent is treated as gone *for requests*: the client's requests in
+        flight toward it, and every later one, are answered ``-32603`` naming
+        ``detail`` (audited ``peer_closed``); its own output keeps flowing to
+        the client until it exits (:meth:`peer_closed` then releases the hold
+        buffer). Idempotent.
+
+        Args:
+            now: current time, seconds.
+            detail: why, e.g. ``"agent stopped reading its input (stdin closed)"``.
+        """
+        out: list[Action] = []
+        if self.inflight.gone[_AGENT] is not None:
+            return out
+        self.inflight.gone[_AGENT] = detail
+        self.agent_deaf = True
+        self.ledger.audit(out, AuditEvent.PEER_CLOSED, _AGENT, reason=detail)
+        self.ledger.info(out, "side ended", f"the agent's input ended: {detail}")
+        self.permissions.agent_gone()
+        self._answer_waiting(Peer.CLIENT, detail, out)
+        return out
+
+    def _answer_waiting(self, waiting: Peer, text: str, out: list[Action]) -> None:
+        """Answers ``-32603`` every request of ``waiting`` in flight toward a peer gone."""
         expired = self.permissions.expired if waiting is _AGENT else {}
         for rid, (method, sid, _cost) in self.inflight.take_all(waiting):
             if expired.pop(rid, None) is not None:
@@ -556,7 +590,6 @@ class ProxyCore:
                     ),
                 )
             )
-        return out
 
     def pending_ids(self, requester: Peer) -> Collection[Any]:
         """The ids of ``requester``'s requests still in flight (a read-only view)."""

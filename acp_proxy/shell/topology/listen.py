@@ -46,6 +46,7 @@ from acp_proxy.core.actions import Audit, AuditEvent, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay, RelayResult
 from acp_proxy.shell.reload import LivePolicy, watch_config
 from acp_proxy.shell.topology.connect import (
@@ -552,7 +553,7 @@ class _Listener:
             client = await self._accept(c, pid)
             if client is None:
                 return
-            core = self.bind(make_core(self.live.config, agent.process.pid), c)
+            core = self.bind(use_filesystem(make_core(self.live.config, agent.process.pid)), c)
             relay = agent_relay(core, client, agent, cfg, audit)
             result = await self._relay(client, relay, agent.watch_exit)
             if result.client_closed_first:
