@@ -459,6 +459,7 @@ class _Listener:
         """Binds the connection's principal to ``core`` (remote; directories resolved
         on this machine's filesystem, symlinks followed)."""
         core.admission.bind(c.principal, True, os.path.realpath)
+        core.budgets.principal = c.principal  # the budget store's key by default (issue 28)
         return core
 
     def reload_tokens(self, trigger: str, nursery: trio.Nursery) -> bool:
