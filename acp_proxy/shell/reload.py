@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 import trio
 
 from acp_proxy.config import Config
-from acp_proxy.config.io import read_config_bytes
 from acp_proxy.config.reload import apply_reload, policy_digest
 from acp_proxy.core.actions import Audit, AuditEvent
 from acp_proxy.errors import ConfigError, UsageError
@@ -55,7 +54,6 @@ class LivePolicy:
 
     Attributes:
         config: the effective configuration now: new connections start with it.
-        digest: :func:`~acp_proxy.config.reload.policy_digest` of ``config``.
         reloads: successful reloads so far.
     """
 
@@ -63,11 +61,18 @@ class LivePolicy:
         self, config: Config, load: Callable[[], Config] | None, audit: AuditSink | None
     ) -> None:
         self.config = config
-        self.digest = policy_digest(config)
+        self._digest: str | None = None  # computed when read: it costs cattrs (issue 29)
         self.reloads = 0
         self._load = load
         self._audit = audit
         self._relays: set[Relay] = set()
+
+    @property
+    def digest(self) -> str:
+        """:func:`~acp_proxy.config.reload.policy_digest` of :attr:`config`."""
+        if self._digest is None:
+            self._digest = policy_digest(self.config)
+        return self._digest
 
     @property
     def reloadable(self) -> bool:
@@ -106,7 +111,7 @@ class LivePolicy:
                 ", ".join(restart),
             )
         self.config = effective
-        self.digest = policy_digest(effective)
+        self._digest = policy_digest(effective)
         self.reloads += 1
         relays = list(self._relays)
         for relay in relays:
@@ -134,6 +139,8 @@ class LivePolicy:
 def _content_digest(path: str) -> str | None:
     """The SHA-256 of the file's bytes (through symlinks), ``None`` when it cannot be read."""
     try:
+        from acp_proxy.config.io import read_config_bytes  # cattrs: only when reloading
+
         return hashlib.sha256(read_config_bytes(path)).hexdigest()
     except ConfigError:
         return None  # not readable, not a regular file, or over MAX_CONFIG_BYTES
