@@ -11,6 +11,7 @@
     acp-proxy config {default,strict}
     acp-proxy check-config FILE [-- AGENT_CMD ...]
     acp-proxy replay [--config FILE] [--diff] TRACE
+    acp-proxy view TRACE [-o FILE.html | --format conductor -o FILE]
 
 This module is the only place that maps errors to exit statuses: the
 agent's status as the proxy's (when the agent died of signal N, the proxy
@@ -72,7 +73,9 @@ USAGE = """
   acp-proxy check-config FILE [-- AGENT_CMD ...]
       validate a config file and what it names, print the effective config
   acp-proxy replay [--config FILE] [--diff] TRACE
-      the decisions a configuration makes on a recorded trace (no agent started)"""
+      the decisions a configuration makes on a recorded trace (no agent started)
+  acp-proxy view TRACE [-o FILE.html] [--format conductor]
+      a trace as a page: timeline, session tree, decisions (served, or one file)"""
 
 #: options that apply to some modes only -> the modes, as the user reads them
 _MODE_OPTIONS = {
@@ -295,6 +298,10 @@ def _main(argv: list[str]) -> int:
         from acp_proxy.shell.replay import run_replay
 
         return run_replay(opts[1:])
+    if opts and opts[0] == "view":
+        from acp_proxy.shell.view import run_view
+
+        return run_view(opts[1:])
     try:
         args, extra = _parser().parse_known_args(opts)
     except SystemExit as exc:  # --help, --version
@@ -396,10 +403,12 @@ def _start_early(mode: str, cfg: Config, agent_cmd: list[str]) -> EarlyStart | N
     boots while the proxy sets up (issue 29); ``None`` where it is started later.
 
     Only once nothing left can refuse the command line: a trace file, the
-    OpenTelemetry bridge and the ``--metrics`` server are opened later and may
-    still exit 2, so with any of them on the agent starts when the relay does.
+    OpenTelemetry bridge, the ``--metrics`` server and a ``[budgets] store`` are
+    opened later and may still exit 2, so with any of them on the agent starts
+    when the relay does.
     """
-    if mode != "stdio" or cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics:
+    later = cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics or cfg.budgets.store
+    if mode != "stdio" or later:
         return None
     from acp_proxy.shell.spawn import start_early
 
@@ -537,6 +546,10 @@ def _mode_runner(
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments (``early``: the agent of
     the stdio form, already started)."""
+    if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
+        from acp_proxy.shell.budget_store import store_for
+
+        store_for(cfg.budgets)  # UsageError now, not at the first connection, without redis
     if mode == "chain":
         from acp_proxy.shell.topology.chain import run_chain
 

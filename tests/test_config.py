@@ -173,6 +173,8 @@ def test_dump_is_one_commented_toml_document_in_section_order() -> None:
         "[listen]",
         "[permissions]",
         "[sandbox]",
+        "[budgets]",
+        "[policy]",
     ]
     assert '"" removes a default entry' in dump_config(NON_DEFAULT).split("[limits]")[0]
 
@@ -454,7 +456,11 @@ def _literal_fields() -> list[tuple[str, str, tuple[str, ...]]]:
 
 def test_closed_sets_of_strings_are_literals() -> None:
     """hold.on_expire is typed Literal["release", "drop"] (mypy checks every use)."""
-    assert _literal_fields() == [("hold", "on_expire", ("release", "drop"))]
+    assert _literal_fields() == [
+        ("hold", "on_expire", ("release", "drop")),
+        ("budgets", "store_fail", ("closed", "open")),
+        ("policy", "mode", ("enforce", "observe")),
+    ]
     assert typing.get_type_hints(HoldConfig)["on_expire"] == OnExpire
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "PERMISSION_METHODS",
     "RULE_MATCHERS",
     "AuditConfig",
+    "BudgetsConfig",
     "Config",
     "ConfigError",
     "DedupConfig",
@@ -39,6 +40,7 @@ __all__ = [
     "OptionKind",
     "PermissionRule",
     "PermissionsConfig",
+    "PolicyConfig",
     "ProcessConfig",
     "RuleAction",
     "RuleMethod",
@@ -779,6 +781,84 @@ class SandboxConfig:
     required: bool = True
 
 
+# --- budgets and the policy mode (issue 28) -------------------------------------
+
+#: What a store that cannot be reached means (``budgets.store_fail``).
+StoreFail = Literal["closed", "open"]
+#: ``policy.mode``: ``"enforce"`` applies the user's rules; ``"observe"`` only audits them.
+PolicyMode = Literal["enforce", "observe"]
+
+_STORE_URL = re.compile(
+    r"redis://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})(?:/([0-9]{1,2}))?"
+)
+
+
+def _store_url(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
+    if value and not _STORE_URL.fullmatch(value):
+        raise InvalidValue(
+            f'expected "" (count in this proxy) or redis://HOST:PORT/DB, got {describe(value)}',
+            (attr.name,),
+        )
+
+
+@attrs.frozen
+class BudgetsConfig:
+    """Runaway control (issue 28; README "Budgets"): limits counted per root session
+    (a child's traffic counts toward the session at the top of its tree). ``0`` turns
+    a limit off.
+
+    Attributes:
+        prompts_per_window: client ``session/prompt`` requests allowed per
+            ``window_s``; beyond it the proxy answers an error naming the budget
+            and when it resets.
+        window_s: the prompt (and shared token) window, seconds.
+        max_tool_calls_per_turn: ``tool_call`` updates allowed in one prompt turn
+            (the root session's and its children's); one more and the proxy sends
+            ``session/cancel`` for the root and refuses the turn's permission requests.
+        max_turn_s: a prompt turn not answered after this many seconds is cancelled
+            the same way.
+        max_tokens: once ``usage_update`` reports more tokens used than this, the
+            next prompt is refused.
+        repeat_limit: the same tool call (kind, title, raw input) asked for
+            permission more than this many times in a session is answered by the
+            proxy with a reject option (or ``cancelled``), never shown to the client.
+        store: ``""`` counts in this proxy; ``redis://HOST:PORT/DB`` keeps the prompt
+            and token counters in Redis, shared by every proxy using the same ``key``.
+        key: the shared counters' name in the store; ``""``: the connection's
+            principal, else ``"anonymous"``.
+        key_prefix: prefix of every Redis key the proxy writes.
+        store_fail: ``"closed"`` refuses what needs the store while it cannot be
+            reached; ``"open"`` counts in this proxy meanwhile (logged once).
+        store_timeout_s: one store call's connect and reply timeout, seconds.
+    """
+
+    prompts_per_window: int = attrs.field(default=0, validator=_non_negative)
+    window_s: float = attrs.field(default=3600.0, validator=_positive)
+    max_tool_calls_per_turn: int = attrs.field(default=0, validator=_non_negative)
+    max_turn_s: float = attrs.field(default=0.0, validator=_non_negative)
+    max_tokens: int = attrs.field(default=0, validator=_non_negative)
+    repeat_limit: int = attrs.field(default=0, validator=_non_negative)
+    store: str = attrs.field(default="", validator=_store_url)
+    key: str = ""
+    key_prefix: str = "acp-proxy:budget:"
+    store_fail: StoreFail = attrs.field(default="closed", validator=_member_of(StoreFail))
+    store_timeout_s: float = attrs.field(default=2.0, validator=_positive)
+
+
+@attrs.frozen
+class PolicyConfig:
+    """How the user's rules apply (issue 28).
+
+    Attributes:
+        mode: ``"enforce"``; or ``"observe"``: permission rules and budgets decide
+            and audit as usual (``would_block``, the rule's name) but every message
+            is forwarded as if no rule matched. The protocol's own rules (the child
+            allowlist, the hold buffer, batches) are never relaxed.
+    """
+
+    mode: PolicyMode = attrs.field(default="enforce", validator=_member_of(PolicyMode))
+
+
 @attrs.frozen
 class Config:
     """The whole configuration (``config/default.toml`` documents every key)."""
@@ -794,3 +874,5 @@ class Config:
     listen: ListenConfig = attrs.field(factory=ListenConfig)
     permissions: PermissionsConfig = attrs.field(factory=PermissionsConfig)
     sandbox: SandboxConfig = attrs.field(factory=SandboxConfig)
+    budgets: BudgetsConfig = attrs.field(factory=BudgetsConfig)
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig)

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import time
-from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -33,6 +32,7 @@ import trio
 
 from acp_proxy.config import Config
 from acp_proxy.errors import UsageError
+from acp_proxy.shell.http_once import host_and_headers, read_request, send_response
 from acp_proxy.shell.observe import DURATION_BUCKETS, Connection, Hub
 from acp_proxy.shell.topology.ws_upgrade import (
     accepted_hosts,
@@ -115,9 +115,33 @@ def render_metrics(hub: Hub) -> str:
             out.append(f'acp_proxy_request_duration_seconds_bucket{{le="{le}"}} {cumulative}')
         out.append(f"acp_proxy_request_duration_seconds_sum {snap['duration_sum']!r}")
         out.append(f"acp_proxy_request_duration_seconds_count {snap['duration_count']}")
+    would_block, exceeded = _budget_totals(hub)
+    family(
+        "acp_proxy_would_block_total",
+        "counter",
+        'Decisions a rule or budget would have blocked (policy.mode = "observe"), by rule.',
+    )
+    for rule, n in sorted(would_block.items()):
+        out.append(f'acp_proxy_would_block_total{{rule="{_esc(rule)}"}} {n}')
+    family("acp_proxy_budget_exceeded_total", "counter", "Budget decisions, by budget.")
+    for budget, n in sorted(exceeded.items()):
+        out.append(f'acp_proxy_budget_exceeded_total{{budget="{_esc(budget)}"}} {n}')
     family("acp_proxy_uptime_seconds", "gauge", "Seconds since the proxy started.")
     out.append(f"acp_proxy_uptime_seconds {time.monotonic() - hub.started_monotonic:.3f}")
     return "\n".join(out) + "\n"
+
+
+def _budget_totals(hub: Hub) -> tuple[dict[str, int], dict[str, int]]:
+    """Would-block decisions per rule and budget decisions per budget, over the
+    connections the hub keeps (issue 28)."""
+    would_block: dict[str, int] = {}
+    exceeded: dict[str, int] = {}
+    for conn in list(hub.connections.values()):
+        for rule, n in list(conn.core.ledger.would_block.items()):
+            would_block[rule] = would_block.get(rule, 0) + n
+        for budget, n in list(conn.core.budgets.exceeded.items()):
+            exceeded[budget] = exceeded.get(budget, 0) + n
+    return would_block, exceeded
 
 
 def _connection_status(conn: Connection) -> dict[str, Any]:
@@ -145,6 +169,9 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
         "sessions": sorted(registry.known),
         "children": children,
         "heldSessions": len(core.hold),
+        "policyMode": core.config.policy.mode,
+        "wouldBlock": dict(core.ledger.would_block),
+        "budgets": core.budgets.counts(),
         "counters": {
             name: getattr(stats, name)
             for name in (
@@ -174,6 +201,8 @@ def status(hub: Hub) -> dict[str, Any]:
         "agentPid": next((c.agent_pid for c in reversed(conns) if c.closed is None), None),
         "connections": [_connection_status(c) for c in conns],
         "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
+        "wouldBlock": _budget_totals(hub)[0],
+        "budgetExceeded": _budget_totals(hub)[1],
     }
 
 
@@ -201,24 +230,11 @@ async def _serve_one(
     cfg: Config,
 ) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
-    request: h11.Request | None = None
-    with trio.move_on_after(REQUEST_TIMEOUT_SECONDS):
-        while request is None:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(4096)
-                conn.receive_data(data)
-                if not data:
-                    return
-            elif isinstance(event, h11.Request):
-                request = event
-            else:
-                return
+    request = await read_request(stream, conn, REQUEST_TIMEOUT_SECONDS)
     if request is None:
         return
     target = request.target.decode("latin-1")
-    host = next((v.decode("latin-1") for k, v in request.headers if k == b"host"), None)
-    headers = [(k, v) for k, v in request.headers if k != b"host"]
+    host, headers = host_and_headers(request)
     path = target.split("?", 1)[0]
     refusal = check_upgrade(
         target,
@@ -235,20 +251,8 @@ async def _serve_one(
         code, ctype, body = refusal[0], "text/plain; charset=utf-8", refusal[1].encode() + b"\n"
     else:
         code, ctype, body = _respond(hub, target)
-    response = h11.Response(
-        status_code=code,
-        reason=HTTPStatus(code).phrase,
-        headers=[
-            ("content-type", ctype),
-            ("content-length", str(len(body))),
-            ("connection", "close"),
-            ("cache-control", "no-store"),
-        ],
-    )
-    with trio.move_on_after(REQUEST_TIMEOUT_SECONDS):  # a reader that never reads
-        await stream.send_all(
-            conn.send(response) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
-        )
+    answer = [("content-type", ctype), ("cache-control", "no-store")]
+    await send_response(stream, conn, code, answer, body, REQUEST_TIMEOUT_SECONDS)
 
 
 async def serve_metrics(

@@ -34,9 +34,10 @@ import attrs
 import trio
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Audit, Peer
+from acp_proxy.core.actions import Action, Audit, Peer, StoreCall
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
+from acp_proxy.shell.budget_store import RedisBudgetStore, store_for
 from acp_proxy.shell.routing import (
     AuditSink,
     CoreTimer,
@@ -198,6 +199,10 @@ class Relay:
         self._timer = CoreTimer(self._get_timer, self._fire_timer)
         self._nursery: trio.Nursery | None = None
         self._client_flushed = trio.Event()
+        # the shared budget store, when [budgets] store is set (its calls are core actions)
+        budgets = core.config.budgets
+        self._store: RedisBudgetStore | None = store_for(budgets) if budgets.store else None
+        self._calls: list[StoreCall] = []  # store calls made in a worker thread
 
     async def run(self) -> RelayResult:
         """Relays until the agent's stream has ended and the client has been told.
@@ -271,6 +276,8 @@ class Relay:
         def work() -> tuple[dict[Peer, list[bytes]], list[Audit]]:
             sink = _CollectedAudit()
             actions = self._handle(source, batch, now)
+            if self._store is not None:
+                self._calls.extend(a for a in actions if type(a) is StoreCall)
             return route_actions(actions, sink if self.audit is not None else None), sink.records
 
         try:
@@ -283,6 +290,24 @@ class Relay:
     async def _apply(self, actions: list[Action]) -> None:
         """Carries out core actions in order; Sends are grouped per peer."""
         await self._send_routed(route_actions(actions, self.audit))
+        if self._store is not None:
+            await self._store_calls([a for a in actions if type(a) is StoreCall])
+
+    async def _store_calls(self, calls: list[StoreCall]) -> None:
+        """Carries out the core's budget store calls (docs/design.md "Budgets shared through
+        a store"): a ``reserve`` is awaited here, so the reader that fed the prompt
+        reads nothing more until the core has its answer; an ``add`` runs apart."""
+        for call in calls:
+            if call.op == "reserve":
+                await self._store_answer(call)
+            elif self._nursery is not None:
+                self._nursery.start_soon(self._store_answer, call)
+
+    async def _store_answer(self, call: StoreCall) -> None:
+        assert self._store is not None
+        reply = await self._store.call(call)
+        await self._core_ready()
+        await self._apply(self.core.store_result(call, reply, self._now()))
 
     async def _send_routed(self, batch: dict[Peer, list[bytes]]) -> None:
         for peer, frames in batch.items():
@@ -299,6 +324,9 @@ class Relay:
                     self.audit.write(record)
                 await trio.lowlevel.checkpoint()
         await self._send_routed(batch)
+        if self._calls:
+            calls, self._calls = self._calls, []
+            await self._store_calls(calls)
 
     async def _fire_timer(self, now: float) -> None:
         await self._core_ready()

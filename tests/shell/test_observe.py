@@ -307,3 +307,34 @@ async def test_idle_connections_beyond_the_bound_do_not_block_the_metrics_server
         for stream in idle:
             await stream.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_status_and_metrics_count_would_block_per_rule() -> None:
+    """policy.mode = "observe": /status and /metrics count would-block decisions per rule,
+    and budget decisions per budget (issue 28)."""
+    from acp_proxy.config.io import config_from_dict
+
+    cfg = config_from_dict({"policy": {"mode": "observe"}, "budgets": {"prompts_per_window": 1}})
+    hub = Hub(tally=Tally())
+    core = hub.make_core(cfg)
+    session(core)
+    for rid in (10, 11, 12):
+        core.receive(CLIENT, req(rid, "session/prompt", {"sessionId": "s1", "prompt": []}), 4.0)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_metrics, "127.0.0.1:0", hub, Config())
+        _code, body = await get(port, "/metrics")
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(body.decode())
+            for s in f.samples
+        }
+        rule = (("rule", "prompts_per_window"),)
+        assert samples[("acp_proxy_would_block_total", rule)] == 2
+        budget = (("budget", "prompts_per_window"),)
+        assert samples[("acp_proxy_budget_exceeded_total", budget)] == 2
+        status = json.loads((await get(port, "/status"))[1])
+        assert status["wouldBlock"] == {"prompts_per_window": 2}
+        (conn,) = status["connections"]
+        assert conn["policyMode"] == "observe"
+        assert conn["budgets"]["exceeded"] == {"prompts_per_window": 2}
+        nursery.cancel_scope.cancel()

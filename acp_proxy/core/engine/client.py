@@ -13,6 +13,7 @@ from __future__ import annotations
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
 from acp_proxy.core.engine.agent import AgentDirection
+from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
@@ -52,6 +53,7 @@ class ClientDirection:
         agent: the agent direction, which delivers what opening a session releases.
         gate: the permission gate (records workspaces; drops late answers to
             requests whose ask timed out).
+        budgets: the budget gate (checks prompts; opens turns).
     """
 
     def __init__(
@@ -64,8 +66,10 @@ class ClientDirection:
         negotiated: Negotiated,
         agent: AgentDirection,
         gate: PermissionGate,
+        budgets: BudgetGate | None = None,
     ) -> None:
         self.config = config
+        self.budgets = budgets or BudgetGate(config, registry, ledger)
         self.registry = registry
         self.hold = hold
         self.dedup = dedup
@@ -90,8 +94,9 @@ class ClientDirection:
         #: the sandbox's workspace roots (absolute: the shell resolved them), or empty
         self._roots = tuple(normalize_root(r) for r in sandbox.workspace) if sandbox.enabled else ()
 
-    def handle(self, m: Message, now: float, out: list[Action]) -> None:
-        """One classified client message (request, notification or response)."""
+    def handle(self, m: Message, now: float, out: list[Action], budgeted: bool = False) -> None:
+        """One classified client message (request, notification or response); ``budgeted``:
+        a prompt the budget store allowed, checked again here but not counted again."""
         kind = m.kind
         if kind is _REQUEST or kind is _NOTIFICATION:
             method = m.method
@@ -115,25 +120,44 @@ class ClientDirection:
                 if outside:
                     self._refuse_outside(m, outside, out)
                     return
-            if kind is _REQUEST and not self.ledger.track(_CLIENT, m, out):
-                return
-            gone = self.inflight.gone[_AGENT]
-            if gone is not None:
-                if kind is _REQUEST:
-                    self.inflight.pop(_CLIENT, m.id)
-                    self.ledger.answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
-                else:
-                    self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
-                return
-            if kind is _REQUEST:
-                self.gate.client_request(m, sid)
-                if sid is not None and method in _OPENS_SESSION:
-                    self._open(sid, method, now, out)
-            self.ledger.forward(out, _AGENT, m.raw)
+            if (
+                method == "session/prompt"
+                and kind is _REQUEST
+                and not budgeted
+                and self.budgets.watches_prompts
+                and m.id not in self.inflight.pending[_CLIENT]
+                and self.budgets.prompt(m, sid, now, out)
+            ):
+                return  # refused, or waiting for the budget store (ProxyCore.store_result)
+            self._go_on(m, now, out)
             return
         if self.gate.watching and self.gate.client_response(m, out):
             return
         self.ledger.settle(_CLIENT, m, out)
+
+    def _go_on(self, m: Message, now: float, out: list[Action]) -> None:
+        """A client request or notification that passed enforcement and budgets: tracked
+        and forwarded (or answered when the agent has gone)."""
+        kind = m.kind
+        method = m.method
+        sid = m.session_id
+        if kind is _REQUEST and not self.ledger.track(_CLIENT, m, out):
+            return
+        gone = self.inflight.gone[_AGENT]
+        if gone is not None:
+            if kind is _REQUEST:
+                self.inflight.pop(_CLIENT, m.id)
+                self.ledger.answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
+            else:
+                self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
+            return
+        if kind is _REQUEST:
+            self.gate.client_request(m, sid)
+            if sid is not None and method in _OPENS_SESSION:
+                self._open(sid, method, now, out)
+            elif method == "session/prompt" and self.budgets.watches_turns:
+                self.budgets.prompt_forwarded(m, sid, now)
+        self.ledger.forward(out, _AGENT, m.raw)
 
     def _reject(self, m: Message, rejection: Rejection, out: list[Action]) -> None:
         """Refuses a client message naming a child: a request is answered, a

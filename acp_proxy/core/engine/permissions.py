@@ -108,6 +108,7 @@ class PermissionGate:
     def configure(self, config: Config) -> None:
         """Builds the policy from ``config`` (also on a reload: per-connection state stays)."""
         self.policy = Policy(config.permissions)
+        self.observe = config.policy.mode == "observe"
         self.include_content = config.audit.include_content
         self._max_sessions = config.limits.max_sessions
         self._max_remembered = config.limits.max_pending_requests
@@ -115,7 +116,9 @@ class PermissionGate:
         self._max_tool_bytes = config.limits.max_registry_bytes
         #: True while some rule governs session/request_permission: the agent's
         #: tool_call / tool_call_update announcements are then remembered.
-        self.remembers_tools = self.policy.active and self.policy.has_rules(_REQUEST_PERMISSION)
+        self.remembers_tools = (
+            self.policy.active and self.policy.has_rules(_REQUEST_PERMISSION)
+        ) or config.budgets.repeat_limit > 0  # a repeated call is known by these fields too
         if not self.remembers_tools:
             self.tools.clear()
             self._tool_bytes.clear()
@@ -197,9 +200,19 @@ class PermissionGate:
                 context, method, params, tools=self._tools_named(sid, params)
             )
         event = decision.audit_event
+        observed = self.observe and not decision.forced and decision.rule is not None
         if event is not None:
             fields = decision.audit_fields(sid, include_content=self.include_content)
+            if observed:  # policy.mode = "observe": decided and audited, then forwarded
+                blocks = decision.disposition == "refuse" or decision.action == "deny"
+                fields["would_block"] = blocks
+                fields["observed"] = True
+                if blocks and decision.rule is not None:
+                    wb = self.ledger.would_block
+                    wb[decision.rule] = wb.get(decision.rule, 0) + 1
             self.ledger.audit(out, event, _AGENT, id=rid, **fields)
+        if observed:
+            return False
         if decision.disposition == "forward":
             timeout = decision.ask_timeout_seconds
             if timeout is not None and decision.rule is not None:

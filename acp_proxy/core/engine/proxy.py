@@ -22,14 +22,16 @@ counters, and ``accepted == forwarded + answered + dropped + held`` always.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import attrs
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send
+from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send, StoreCall, StoreReply
 from acp_proxy.core.engine.agent import AgentDirection
+from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.client import ClientDirection
 from acp_proxy.core.engine.counters import CoreStatistics, Counters
 from acp_proxy.core.engine.inflight import InFlight
@@ -123,7 +125,9 @@ class ProxyCore:
         self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
-        self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
+        self.budgets = BudgetGate(config, self.registry, self.ledger, self.permissions.tools)
+        self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
+        self._needs = self._needs_table()
         self.agent = AgentDirection(
             config,
             self.registry,
@@ -132,6 +136,7 @@ class ProxyCore:
             self.ledger,
             self.negotiated,
             self.permissions,
+            self.budgets,
         )
         self.client = ClientDirection(
             config,
@@ -142,7 +147,21 @@ class ProxyCore:
             self.negotiated,
             self.agent,
             self.permissions,
+            self.budgets,
         )
+
+    def _needs_table(self) -> dict[str, str | None]:
+        """The fast path's table of updates to inspect: the permission gate's, plus
+        ``tool_call`` / ``usage_update`` while a budget counts them (only then)."""
+        needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
+        b = self.budgets
+        if b.watches_tools or b.watches_usage:
+            needs = dict(needs)
+            if b.watches_tools:
+                needs["tool_call"] = None
+            if b.watches_usage:
+                needs["usage_update"] = None
+        return needs
 
     def reconfigure(self, config: Config) -> None:
         """Applies the policy sections of ``config`` to this live connection (a reload).
@@ -173,7 +192,8 @@ class ProxyCore:
         self.agent.reconfigure(config)
         self.client.reconfigure(config)
         self.permissions.configure(config)
-        self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
+        self.budgets.configure(config)
+        self._needs = self._needs_table()
 
     @property
     def protocol_version(self) -> int | None:
@@ -223,6 +243,53 @@ class ProxyCore:
         Returns:
             Actions to carry out in order.
         """
+        if source is _CLIENT and self.budgets.store and self.budgets.watches_prompts:
+            return self._client_in_order(incoming, now)
+        return self._receive(source, incoming, now)
+
+    def _client_in_order(self, incoming: Incoming | Sequence[Incoming], now: float) -> list[Action]:
+        """Client items one at a time, queued while a prompt waits for the budget store
+        (:meth:`store_result` goes on with them), so the client's order is kept."""
+        queue = self._queued
+        if type(incoming) is list:
+            items: Sequence[Incoming] = incoming
+        else:
+            items = [incoming]  # type: ignore[list-item]
+        for item in items:
+            if type(item) is Lines:
+                queue.extend(item.frames())
+            else:
+                queue.append(item)
+        return self._drain(now)
+
+    def _drain(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        queue = self._queued
+        while queue and self.budgets.waiting is None:
+            out.extend(self._receive(_CLIENT, queue.popleft(), now))
+        return out
+
+    def store_result(self, call: StoreCall, reply: StoreReply, now: float) -> list[Action]:
+        """The budget store answered ``call`` (a :class:`~acp_proxy.core.actions.StoreCall`
+        the core asked for): the waiting prompt is forwarded or answered, then the
+        client's messages queued behind it are handled, in order.
+
+        Args:
+            call: the call, as the core gave it.
+            reply: what the store said (``ok=False`` when it could not be reached).
+            now: current time, seconds.
+        """
+        out: list[Action] = []
+        m = self.budgets.store_result(call, reply, now, out)
+        if m is not None:  # enforcement again: the registry may have changed meanwhile
+            self.client.handle(m, now, out, budgeted=True)
+        if self._queued and self.budgets.waiting is None:
+            out.extend(self._drain(now))
+        return out
+
+    def _receive(
+        self, source: Peer, incoming: Incoming | Sequence[Incoming], now: float
+    ) -> list[Action]:
         if type(incoming) is bytes:
             return self._frame(source, incoming, now)
         items: Sequence[Incoming] = incoming if type(incoming) is list else [incoming]  # type: ignore[list-item]
@@ -450,6 +517,17 @@ class ProxyCore:
                 self.agent.expire(ev, now, out)
         else:
             self.permissions.client_gone()
+            stalled = self.budgets.waiting
+            if stalled is not None:  # nobody is left to answer: the prompt goes no further
+                self.budgets.waiting = None
+                self._queued.clear()  # not yet accepted
+                self.ledger.drop(
+                    out,
+                    stalled[1],
+                    _CLIENT,
+                    AuditEvent.REQUEST_DROPPED,
+                    "the client went while it waited for the budget store",
+                )
         waiting = peer.other
         expired = self.permissions.expired if waiting is _AGENT else {}
         for rid, (method, sid, _cost) in self.inflight.take_all(waiting):
@@ -481,9 +559,12 @@ class ProxyCore:
         earlier of the hold buffer's next expiry and the next permission ask timeout."""
         hold = self.hold.next_deadline()
         ask = self.permissions.next_deadline()
-        if ask is None:
+        if ask is not None and (hold is None or ask < hold):
+            hold = ask
+        turn = self.budgets.next_deadline() if self.budgets.watches_turns else None
+        if turn is None:
             return hold
-        return ask if hold is None or ask < hold else hold
+        return turn if hold is None or turn < hold else hold
 
     def handle_timer(self, now: float) -> list[Action]:
         """Expires held sessions whose ``hold.timeout_seconds`` has passed, and answers
@@ -493,12 +574,14 @@ class ProxyCore:
         for ev in self.hold.expire(now):
             self.agent.expire(ev, now, out)
         self.permissions.expire(now, out)
+        if self.budgets.watches_turns:
+            self.budgets.expire(now, out)
         return out
 
     def statistics(self) -> CoreStatistics:
         """A snapshot of the counters (see :class:`CoreStatistics`)."""
         return CoreStatistics(
-            held=self.hold.total_messages,
+            held=self.hold.total_messages + (self.budgets.waiting is not None),
             held_bytes=self.hold.total_bytes,
             pending_client_requests=self.inflight.count(_CLIENT),
             pending_agent_requests=self.inflight.count(_AGENT),

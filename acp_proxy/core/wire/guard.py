@@ -30,8 +30,10 @@ Python     ``json.loads(bytes)``: last duplicate key   a duplicate decision key 
 Python     pydantic ``populate_by_name``:              a snake_case alias of a decision key in
            ``session_id`` is ``sessionId``, also       ``params`` or ``params.update`` is
            ``session_update``, ``sender_session_id``,  ambiguous (:data:`SNAKE_PARAMS_KEYS`,
-           ``field_meta`` is ``_meta``                 :data:`SNAKE_UPDATE_KEYS`)
-Python     the router builds the handler's keyword  a ``params._meta`` key equal to a
+           ``field_meta`` is ``_meta``                 :data:`SNAKE_UPDATE_KEYS`): a
+                                                       ``params.field_meta`` is read as the
+                                                       ``_meta`` the ``state_update`` dedup reads
+Python     the router builds the handler's keyword     a ``params._meta`` key equal to a
            arguments from the model's Python field     parameter the proxy decides on is
            names, then ``kwargs.update(_meta)``:       ambiguous: ``session_id`` (every
            ``_meta.session_id`` routes to that         non-extension method) and ``update``
