@@ -81,6 +81,8 @@ USAGE = """
 _MODE_OPTIONS = {
     "max_connections": ("--max-connections", ("listen",), "--listen"),
     "token_file": ("--token-file", ("listen", "connect"), "--listen and --connect"),
+    "tokens_file": ("--tokens-file", ("listen",), "--listen"),
+    "no_token": ("--no-token", ("listen",), "--listen"),
     "upstream": ("--upstream", ("listen",), "--listen"),
     "watch_config": (
         "--watch-config",
@@ -122,6 +124,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--connect", metavar="URL", help="the agent is a remote ACP WebSocket endpoint")
     p.add_argument("--token-file", metavar="FILE", help="bearer token file for --listen/--connect")
+    p.add_argument(
+        "--tokens-file",
+        metavar="FILE",
+        help="--listen: named principals, one 'NAME TOKEN' or 'NAME sha256:HEX' per line (0600)",
+    )
+    p.add_argument(
+        "--no-token",
+        action="store_const",
+        const=True,
+        help="--listen on loopback: no bearer token (every local user can connect)",
+    )
     p.add_argument(
         "--upstream",
         metavar="URL",
@@ -213,6 +226,9 @@ def effective_config(args: argparse.Namespace) -> Config:
         if args.token_file is not None:
             path = expand_path(args.token_file, "--token-file")
             cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, token_file=path))
+        if args.tokens_file is not None:
+            path = expand_path(args.tokens_file, "--tokens-file")
+            cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, tokens_file=path))
         if args.trace is not None or args.trace_content:
             trace = cfg.trace
             if args.trace is not None:
@@ -316,8 +332,13 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
+    _protect_own_files(args, cfg)
     if mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
+    if mode == "listen":
+        from acp_proxy.shell.topology.principals import listen_token
+
+        cfg, args.generated_token = listen_token(cfg, args.listen, no_token=bool(args.no_token))
     run_id = os.urandom(6).hex()
     audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
     cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
@@ -481,6 +502,16 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
     return mode
 
 
+def _protect_own_files(args: argparse.Namespace, cfg: Config) -> None:
+    """The proxy's own files (config, watched directory, logs, keys) out of reach
+    of the requests it governs (issue 31; :mod:`acp_proxy.shell.places`)."""
+    from acp_proxy.shell.places import install, own_files
+
+    config = expand_path(args.config, "--config") if args.config else None
+    log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
+    install(own_files(cfg, config, watch=bool(args.watch_config), log_file=log_file))
+
+
 def _open_audit(path: str, context: dict[str, object] | None = None) -> AuditLog | None:
     """The audit log at ``path`` (``""``: none), its records carrying ``context``.
 
@@ -557,12 +588,23 @@ def _mode_runner(
     from acp_proxy.shell.reload import LivePolicy
 
     # A reload reads the file again with the same command-line overrides.
-    live = LivePolicy(cfg, partial(effective_config, args) if args.config else None, audit)
+    live = LivePolicy(
+        cfg,
+        partial(_reloaded_config, args, cfg) if args.config else None,
+        audit,
+        path=expand_path(args.config, "--config") if args.config else None,
+    )
     watch = expand_path(args.config, "--config") if args.watch_config else None
     if mode == "listen":
         from acp_proxy.shell.topology.listen import run_listen
 
-        listen = partial(run_listen, upstream=args.upstream, live=live, watch=watch)
+        listen = partial(
+            run_listen,
+            upstream=args.upstream,
+            live=live,
+            watch=watch,
+            generated_token=getattr(args, "generated_token", None),
+        )
         return listen, cfg, args.listen, agent_cmd, audit
     if mode == "connect":
         from acp_proxy.shell.topology.connect import run_connect
@@ -572,6 +614,17 @@ def _mode_runner(
 
     stdio = partial(run_stdio_process, live=live, watch=watch, early=early)
     return stdio, cfg, agent_cmd, audit
+
+
+def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:
+    """The config file read again with the command-line overrides, and the token file the
+    process generated (``--listen`` without one) kept, so a reload never reports it changed."""
+    cfg = effective_config(args)
+    if not cfg.listen.token_file and not cfg.listen.tokens_file and running.listen.token_file:
+        cfg = attrs.evolve(
+            cfg, listen=attrs.evolve(cfg.listen, token_file=running.listen.token_file)
+        )
+    return cfg
 
 
 def _print_config(rest: list[str]) -> int:
@@ -616,6 +669,10 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
         check_writable(cfg.audit.path, "audit.path")
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
+    if cfg.listen.tokens_file:
+        from acp_proxy.shell.topology.principals import read_tokens_file
+
+        read_tokens_file(cfg.listen.tokens_file)
     if agent_cmd:
         find_command(agent_cmd[0])
     cfg = resolve_sandbox_workspace(cfg)

@@ -29,6 +29,8 @@ POLICY_SECTIONS: tuple[str, ...] = (
     "permissions",
     "budgets",
     "policy",
+    "admission",
+    "elicitation",
 )
 
 #: ``budgets`` keys that name the store: bound into the running shell, never reloaded.
@@ -48,6 +50,8 @@ def _policy_only(cfg: Config) -> Config:
         permissions=cfg.permissions,
         budgets=cfg.budgets,
         policy=cfg.policy,
+        admission=cfg.admission,
+        elicitation=cfg.elicitation,
         audit=AuditConfig(include_content=cfg.audit.include_content),
     )
 
