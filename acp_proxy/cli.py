@@ -34,7 +34,6 @@ from functools import partial
 from typing import TYPE_CHECKING, NoReturn
 
 import attrs
-import trio
 
 from acp_proxy import __version__
 from acp_proxy.config import Config
@@ -50,6 +49,7 @@ from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 
 if TYPE_CHECKING:  # the shell is imported when a mode runs, not at startup
     from acp_proxy.shell.audit import AuditLog
+    from acp_proxy.shell.spawn import EarlyStart
 
 __all__ = ["effective_config", "main"]
 
@@ -344,6 +344,7 @@ def _main(argv: list[str]) -> int:
     cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
     if refusal is not None:
         return _fail_closed(mode, cfg, refusal, audit)
+    early = _start_early(mode, cfg, agent_cmd)
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
@@ -351,7 +352,7 @@ def _main(argv: list[str]) -> int:
     hub = open_hub(cfg, run_id)
     install(hub)
     try:
-        status = _run(mode, args, cfg, agent_cmd, audit)
+        status = _run(mode, args, cfg, agent_cmd, audit, early)
     except AgentSignalled as exc:
         status = -exc.signum
     except KeyboardInterrupt:
@@ -365,6 +366,10 @@ def _main(argv: list[str]) -> int:
         from acp_proxy.shell.routing import flush_log_summaries
 
         flush_log_summaries(everything=True)
+        if early is not None:
+            from acp_proxy.shell.spawn import release_signals
+
+            release_signals()
         if audit is not None:
             audit.close()
         install(None)
@@ -414,6 +419,23 @@ def _confine(
     return cfg, sandbox.wrap(agent_cmd), None
 
 
+def _start_early(mode: str, cfg: Config, agent_cmd: list[str]) -> EarlyStart | None:
+    """Starts the agent of the stdio form now, before the relay is imported, so that it
+    boots while the proxy sets up (issue 29); ``None`` where it is started later.
+
+    Only once nothing left can refuse the command line: a trace file, the
+    OpenTelemetry bridge, the ``--metrics`` server and a ``[budgets] store`` are
+    opened later and may still exit 2, so with any of them on the agent starts
+    when the relay does.
+    """
+    later = cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics or cfg.budgets.store
+    if mode != "stdio" or later:
+        return None
+    from acp_proxy.shell.spawn import start_early
+
+    return start_early(agent_cmd)
+
+
 def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) -> int:
     """The required sandbox could not start: no agent runs. On stdio the client's first
     request is answered with the reason; the proxy exits with status 126."""
@@ -427,6 +449,8 @@ def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) ->
             async def refuse() -> int:
                 client = open_stdio_transport(cfg.limits.max_message_bytes)
                 return await refuse_first_request(client, reason)
+
+            import trio
 
             return trio.run(refuse)
         return SANDBOX_FAILED_STATUS
@@ -514,6 +538,8 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
     """``trio.run(func, *args)``; a usage or connect error out of a nursery is raised bare."""
+    import trio
+
     try:
         status: int = trio.run(func, *args)
     except BaseExceptionGroup as group:
@@ -532,12 +558,13 @@ def _run(
     cfg: Config,
     agent_cmd: list[str],
     audit: AuditLog | None,
+    early: EarlyStart | None = None,
 ) -> int:
     if cfg.telemetry.metrics:
         from acp_proxy.shell.watch import alongside
 
         return _trio_run(alongside, cfg, _mode_runner(mode, args, cfg, agent_cmd, audit))
-    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit))
+    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit, early))
 
 
 def _mode_runner(
@@ -546,8 +573,10 @@ def _mode_runner(
     cfg: Config,
     agent_cmd: list[str],
     audit: AuditLog | None,
+    early: EarlyStart | None = None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
-    """The async function that runs ``mode``, and its arguments."""
+    """The async function that runs ``mode``, and its arguments (``early``: the agent of
+    the stdio form, already started)."""
     if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
         from acp_proxy.shell.budget_store import store_for
 
@@ -583,7 +612,8 @@ def _mode_runner(
         return partial(run_connect, live=live, watch=watch), cfg, args.connect, audit
     from acp_proxy.shell.topology.stdio import run_stdio_process
 
-    return partial(run_stdio_process, live=live, watch=watch), cfg, agent_cmd, audit
+    stdio = partial(run_stdio_process, live=live, watch=watch, early=early)
+    return stdio, cfg, agent_cmd, audit
 
 
 def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:

@@ -20,6 +20,7 @@ from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.reload import LivePolicy, watch_config
+from acp_proxy.shell.spawn import EarlyStart, release_signals
 from acp_proxy.shell.transport.base import FrameTransport
 from acp_proxy.shell.transport.process import STDERR_TAIL_BYTES, AgentProcess, AgentSignalled
 from acp_proxy.shell.transport.stdio import open_stdio_transport
@@ -52,6 +53,7 @@ async def forward_signals(
 
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            release_signals()  # one held since an early start is delivered now, to this receiver
             interrupted = terminating = False
             async for signum in signals:
                 if signum == signal.SIGHUP and on_hup is not None:
@@ -136,6 +138,7 @@ async def run_stdio_process(
     *,
     live: LivePolicy | None = None,
     watch: str | None = None,
+    early: EarlyStart | None = None,
 ) -> int:
     """Runs the stdio <-> subprocess topology until the agent's group has ended.
 
@@ -154,6 +157,9 @@ async def run_stdio_process(
         live: the policy in force and how to reload it (default: ``config``,
             nothing to reload).
         watch: a config file whose changes reload the policy (``--watch-config``).
+        early: the agent, already started from ``agent_command`` by the command
+            line (:func:`~acp_proxy.shell.spawn.start_early`), else
+            ``None``: it is started here.
 
     Returns:
         The proxy's exit status: the agent's, or 127 when the agent cannot be
@@ -163,7 +169,10 @@ async def run_stdio_process(
         AgentSignalled: the agent died of a signal (the proxy should too).
     """
     try:
-        agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
+        if early is not None:
+            agent = AgentProcess.adopt(early, config.limits.max_message_bytes)
+        else:
+            agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
     except OSError as exc:
         log.error("cannot start agent %r: %s", agent_command[0], exc)
         return 127
