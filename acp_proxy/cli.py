@@ -34,7 +34,6 @@ from functools import partial
 from typing import TYPE_CHECKING, NoReturn
 
 import attrs
-import trio
 
 from acp_proxy import __version__
 from acp_proxy.config import Config
@@ -50,6 +49,7 @@ from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 
 if TYPE_CHECKING:  # the shell is imported when a mode runs, not at startup
     from acp_proxy.shell.audit import AuditLog
+    from acp_proxy.shell.spawn import EarlyStart
 
 __all__ = ["effective_config", "main"]
 
@@ -81,6 +81,8 @@ USAGE = """
 _MODE_OPTIONS = {
     "max_connections": ("--max-connections", ("listen",), "--listen"),
     "token_file": ("--token-file", ("listen", "connect"), "--listen and --connect"),
+    "tokens_file": ("--tokens-file", ("listen",), "--listen"),
+    "no_token": ("--no-token", ("listen",), "--listen"),
     "upstream": ("--upstream", ("listen",), "--listen"),
     "watch_config": (
         "--watch-config",
@@ -122,6 +124,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--connect", metavar="URL", help="the agent is a remote ACP WebSocket endpoint")
     p.add_argument("--token-file", metavar="FILE", help="bearer token file for --listen/--connect")
+    p.add_argument(
+        "--tokens-file",
+        metavar="FILE",
+        help="--listen: named principals, one 'NAME TOKEN' or 'NAME sha256:HEX' per line (0600)",
+    )
+    p.add_argument(
+        "--no-token",
+        action="store_const",
+        const=True,
+        help="--listen on loopback: no bearer token (every local user can connect)",
+    )
     p.add_argument(
         "--upstream",
         metavar="URL",
@@ -213,6 +226,9 @@ def effective_config(args: argparse.Namespace) -> Config:
         if args.token_file is not None:
             path = expand_path(args.token_file, "--token-file")
             cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, token_file=path))
+        if args.tokens_file is not None:
+            path = expand_path(args.tokens_file, "--tokens-file")
+            cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, tokens_file=path))
         if args.trace is not None or args.trace_content:
             trace = cfg.trace
             if args.trace is not None:
@@ -316,13 +332,19 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
+    _protect_own_files(args, cfg)
     if mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
+    if mode == "listen":
+        from acp_proxy.shell.topology.principals import listen_token
+
+        cfg, args.generated_token = listen_token(cfg, args.listen, no_token=bool(args.no_token))
     run_id = os.urandom(6).hex()
     audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
     cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
     if refusal is not None:
         return _fail_closed(mode, cfg, refusal, audit)
+    early = _start_early(mode, cfg, agent_cmd)
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
@@ -330,7 +352,7 @@ def _main(argv: list[str]) -> int:
     hub = open_hub(cfg, run_id)
     install(hub)
     try:
-        status = _run(mode, args, cfg, agent_cmd, audit)
+        status = _run(mode, args, cfg, agent_cmd, audit, early)
     except AgentSignalled as exc:
         status = -exc.signum
     except KeyboardInterrupt:
@@ -344,6 +366,10 @@ def _main(argv: list[str]) -> int:
         from acp_proxy.shell.routing import flush_log_summaries
 
         flush_log_summaries(everything=True)
+        if early is not None:
+            from acp_proxy.shell.spawn import release_signals
+
+            release_signals()
         if audit is not None:
             audit.close()
         install(None)
@@ -393,6 +419,23 @@ def _confine(
     return cfg, sandbox.wrap(agent_cmd), None
 
 
+def _start_early(mode: str, cfg: Config, agent_cmd: list[str]) -> EarlyStart | None:
+    """Starts the agent of the stdio form now, before the relay is imported, so that it
+    boots while the proxy sets up (issue 29); ``None`` where it is started later.
+
+    Only once nothing left can refuse the command line: a trace file, the
+    OpenTelemetry bridge, the ``--metrics`` server and a ``[budgets] store`` are
+    opened later and may still exit 2, so with any of them on the agent starts
+    when the relay does.
+    """
+    later = cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics or cfg.budgets.store
+    if mode != "stdio" or later:
+        return None
+    from acp_proxy.shell.spawn import start_early
+
+    return start_early(agent_cmd)
+
+
 def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) -> int:
     """The required sandbox could not start: no agent runs. On stdio the client's first
     request is answered with the reason; the proxy exits with status 126."""
@@ -406,6 +449,8 @@ def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) ->
             async def refuse() -> int:
                 client = open_stdio_transport(cfg.limits.max_message_bytes)
                 return await refuse_first_request(client, reason)
+
+            import trio
 
             return trio.run(refuse)
         return SANDBOX_FAILED_STATUS
@@ -457,6 +502,16 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
     return mode
 
 
+def _protect_own_files(args: argparse.Namespace, cfg: Config) -> None:
+    """The proxy's own files (config, watched directory, logs, keys) out of reach
+    of the requests it governs (issue 31; :mod:`acp_proxy.shell.places`)."""
+    from acp_proxy.shell.places import install, own_files
+
+    config = expand_path(args.config, "--config") if args.config else None
+    log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
+    install(own_files(cfg, config, watch=bool(args.watch_config), log_file=log_file))
+
+
 def _open_audit(path: str, context: dict[str, object] | None = None) -> AuditLog | None:
     """The audit log at ``path`` (``""``: none), its records carrying ``context``.
 
@@ -483,6 +538,8 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
     """``trio.run(func, *args)``; a usage or connect error out of a nursery is raised bare."""
+    import trio
+
     try:
         status: int = trio.run(func, *args)
     except BaseExceptionGroup as group:
@@ -501,12 +558,13 @@ def _run(
     cfg: Config,
     agent_cmd: list[str],
     audit: AuditLog | None,
+    early: EarlyStart | None = None,
 ) -> int:
     if cfg.telemetry.metrics:
         from acp_proxy.shell.watch import alongside
 
         return _trio_run(alongside, cfg, _mode_runner(mode, args, cfg, agent_cmd, audit))
-    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit))
+    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit, early))
 
 
 def _mode_runner(
@@ -515,8 +573,10 @@ def _mode_runner(
     cfg: Config,
     agent_cmd: list[str],
     audit: AuditLog | None,
+    early: EarlyStart | None = None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
-    """The async function that runs ``mode``, and its arguments."""
+    """The async function that runs ``mode``, and its arguments (``early``: the agent of
+    the stdio form, already started)."""
     if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
         from acp_proxy.shell.budget_store import store_for
 
@@ -528,12 +588,23 @@ def _mode_runner(
     from acp_proxy.shell.reload import LivePolicy
 
     # A reload reads the file again with the same command-line overrides.
-    live = LivePolicy(cfg, partial(effective_config, args) if args.config else None, audit)
+    live = LivePolicy(
+        cfg,
+        partial(_reloaded_config, args, cfg) if args.config else None,
+        audit,
+        path=expand_path(args.config, "--config") if args.config else None,
+    )
     watch = expand_path(args.config, "--config") if args.watch_config else None
     if mode == "listen":
         from acp_proxy.shell.topology.listen import run_listen
 
-        listen = partial(run_listen, upstream=args.upstream, live=live, watch=watch)
+        listen = partial(
+            run_listen,
+            upstream=args.upstream,
+            live=live,
+            watch=watch,
+            generated_token=getattr(args, "generated_token", None),
+        )
         return listen, cfg, args.listen, agent_cmd, audit
     if mode == "connect":
         from acp_proxy.shell.topology.connect import run_connect
@@ -541,7 +612,19 @@ def _mode_runner(
         return partial(run_connect, live=live, watch=watch), cfg, args.connect, audit
     from acp_proxy.shell.topology.stdio import run_stdio_process
 
-    return partial(run_stdio_process, live=live, watch=watch), cfg, agent_cmd, audit
+    stdio = partial(run_stdio_process, live=live, watch=watch, early=early)
+    return stdio, cfg, agent_cmd, audit
+
+
+def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:
+    """The config file read again with the command-line overrides, and the token file the
+    process generated (``--listen`` without one) kept, so a reload never reports it changed."""
+    cfg = effective_config(args)
+    if not cfg.listen.token_file and not cfg.listen.tokens_file and running.listen.token_file:
+        cfg = attrs.evolve(
+            cfg, listen=attrs.evolve(cfg.listen, token_file=running.listen.token_file)
+        )
+    return cfg
 
 
 def _print_config(rest: list[str]) -> int:
@@ -587,6 +670,10 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
         check_writable(cfg.audit.path, "audit.path")
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
+    if cfg.listen.tokens_file:
+        from acp_proxy.shell.topology.principals import read_tokens_file
+
+        read_tokens_file(cfg.listen.tokens_file)
     found = find_command(agent_cmd[0]) if agent_cmd else None
     cfg = resolve_sandbox_workspace(cfg)
     sandbox_note = _check_sandbox(cfg, expand_path(rest[0], "the config file"))

@@ -27,11 +27,14 @@ __all__ = [
     "NEVER_ON_CHILD",
     "PERMISSION_METHODS",
     "RULE_MATCHERS",
+    "AdmissionConfig",
+    "AdmissionRule",
     "AuditConfig",
     "BudgetsConfig",
     "Config",
     "ConfigError",
     "DedupConfig",
+    "ElicitationConfig",
     "EnforcementConfig",
     "HoldConfig",
     "LimitsConfig",
@@ -230,6 +233,11 @@ class LimitsConfig:
             this is refused when it is classified (a request answered ``-32600``
             with id ``null``, anything else dropped and audited), on every path
             and at any stack depth (docs/design.md section 2); at most 512.
+        max_workspace_bytes: bytes (memory, estimated) of the workspaces
+            clients give (``cwd``, ``additionalDirectories``) kept for the
+            permission rules, over all sessions and the requests opening them;
+            a request whose workspace would go beyond it is refused with an
+            error under its id.
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
@@ -245,6 +253,7 @@ class LimitsConfig:
     dense_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
     max_nesting_depth: int = attrs.field(default=MAX_NESTING_DEPTH_CAP, validator=_nesting_depth)
+    max_workspace_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
 
 
 #: What the hold buffer does with a session's traffic on timeout or overflow.
@@ -385,6 +394,9 @@ class ListenConfig:
 
     Attributes:
         token_file: file holding the bearer token; required for non-loopback binds.
+        tokens_file: file of named principals, one ``NAME TOKEN`` or
+            ``NAME sha256:HEX`` per line (``--tokens-file``); mode 0600 or
+            stricter. A client presenting one is that principal.
         allowed_origins: browser origins (``scheme://host[:port]``, compared
             without case) whose upgrade requests are accepted; an upgrade with
             an ``Origin`` header not listed is refused (403). Empty (the
@@ -404,6 +416,7 @@ class ListenConfig:
     """
 
     token_file: str = ""
+    tokens_file: str = ""
     allowed_origins: list[str] = attrs.field(factory=list, validator=_origins)
     allowed_hosts: list[str] = attrs.field(factory=list, validator=_hosts)
     max_connections: int = attrs.field(default=16, validator=_positive)
@@ -443,7 +456,8 @@ _TOOL = ("tool_name", "tool_kind", "tool_title", "raw_input")
 _COMMAND = ("command", "cwd")
 #: Matchers each method's request can satisfy; any other can never match.
 RULE_MATCHERS: dict[str, tuple[str, ...]] = {
-    "session/request_permission": (*_WHO, *_TOOL, *_COMMAND, "inside_workspace"),
+    # path on a request_permission reads the tool call's locations and diff paths
+    "session/request_permission": (*_WHO, *_TOOL, "path", *_COMMAND, "inside_workspace"),
     "fs/read_text_file": (*_WHO, "path", "inside_workspace"),
     "fs/write_text_file": (*_WHO, "path", "inside_workspace"),
     "terminal/create": (*_WHO, *_COMMAND, "inside_workspace"),
@@ -568,7 +582,9 @@ class PermissionRule:
         command: globs on the command line (v2 command subject;
             ``terminal/create`` command and args joined by spaces).
         cwd: globs on the command's working directory (normalised).
-        path: globs on an ``fs/*`` request's path (normalised).
+        path: globs on an ``fs/*`` request's path (normalised); on a
+            request_permission, on every path of the tool call's ``locations``
+            and ``diff`` content (a deny matches any, an allow needs all).
         inside_workspace: the path or cwd is (True) / is not (False) inside
             the session's cwd or additional directories.
         option: option kinds to answer with, in order of preference
@@ -609,7 +625,7 @@ class PermissionRule:
                 raise InvalidValue(
                     f"can never match: a {self.method} request has no {_SUBJECT[name]}", (name,)
                 )
-        tool = [name for name in given if name in _TOOL]
+        tool = [name for name in given if name in (*_TOOL, "path")]
         command = [name for name in given if name in (*_COMMAND, "inside_workspace")]
         if self.method == "session/request_permission" and tool and command:
             raise InvalidValue(
@@ -671,7 +687,8 @@ _SUBJECT = {
     "raw_input": "tool call (raw_input reads session/request_permission)",
     "command": "command line (command reads terminal/create or session/request_permission)",
     "cwd": "command cwd (cwd reads terminal/create or session/request_permission)",
-    "path": "path (path reads fs/read_text_file and fs/write_text_file)",
+    "path": "path (path reads fs/read_text_file, fs/write_text_file and the tool call "
+    "locations of session/request_permission)",
     "inside_workspace": "path or cwd",
 }
 
@@ -859,6 +876,117 @@ class SandboxConfig:
     required: bool = True
 
 
+# --- admission and elicitation (issue 26) -------------------------------------
+
+McpStdio = Literal["refuse", "allow"]
+AppliesTo = Literal["remote", "all"]
+SecretFields = Literal["pass", "decline"]
+
+
+def _url_globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str] | None) -> None:
+    """Each entry an ``http(s)://HOST[:PORT]/PATH`` glob (host globbed by labels)."""
+    if value is None:
+        return
+    for index, pattern in enumerate(value):
+        problem = glob_problem(pattern) if pattern else "an empty pattern never matches"
+        if problem is None:
+            scheme, sep, rest = pattern.partition("://")
+            if not sep or scheme.lower() not in ("http", "https") or not rest:
+                problem = f"{describe(pattern)}: write http://HOST/PATH or https://HOST/PATH"
+            elif "@" in rest.split("/", 1)[0]:
+                problem = f"{describe(pattern)}: no user name before the host"
+        if problem is not None:
+            raise InvalidValue(problem, (attr.name, index))
+
+
+def _host_globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, pattern in enumerate(value):
+        problem = glob_problem(pattern) if pattern else "an empty pattern never matches"
+        if problem is None and any(c in pattern for c in "/:@ "):
+            problem = f"{describe(pattern)}: a host name only (no scheme, port, path or user)"
+        if problem is not None:
+            raise InvalidValue(problem, (attr.name, index))
+
+
+def _roots(_inst: Any, attr: attrs.Attribute[Any], value: list[str] | None) -> None:
+    for index, root in enumerate(value or ()):
+        if not root.startswith("/"):
+            raise InvalidValue(
+                f"{describe(root)}: a root is an absolute directory", (attr.name, index)
+            )
+
+
+def _principals(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    _check_globs(value, (attr.name,))
+
+
+@attrs.frozen
+class AdmissionRule:
+    """One ``[[admission.rules]]`` entry: the defaults refined for some principals.
+
+    Attributes:
+        principal: globs on the connection's principal name (``--tokens-file``);
+            a connection without one matches no rule.
+        name: names the rule in refusals and audit records (default ``rules[N]``).
+        mcp_stdio, mcp_http_allow, roots: as in :class:`AdmissionConfig`; a key
+            left out keeps the section's value.
+    """
+
+    principal: list[str] = attrs.field(validator=_principals)
+    name: str | None = attrs.field(default=None, validator=_rule_name)
+    mcp_stdio: McpStdio | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_one_of(("refuse", "allow")))
+    )
+    mcp_http_allow: list[str] | None = attrs.field(default=None, validator=_url_globs)
+    roots: list[str] | None = attrs.field(default=None, validator=_roots)
+
+
+@attrs.frozen
+class AdmissionConfig:
+    """What a client may open a session with (issue 26; docs/protocol.md section 8).
+
+    Applies to ``session/new``, ``session/load``, ``session/resume`` and
+    ``session/fork``; a refused request is answered with an error naming the
+    rule and never reaches the agent.
+
+    Attributes:
+        applies_to: ``"remote"`` (connections of ``--listen``; the stdio
+            drop-in's editor is trusted) or ``"all"``.
+        mcp_stdio: ``"refuse"`` or ``"allow"`` MCP servers given as a command.
+        mcp_http_allow: URL globs an ``http`` / ``sse`` MCP server must match
+            (the host compared by labels, like :attr:`ElicitationConfig.url_hosts`).
+        roots: absolute directories ``cwd`` and every ``additionalDirectories``
+            entry must lie in (after ``..`` and symlinks); ``[]`` = anywhere.
+        refuse_code: JSON-RPC error code of the refusal.
+        rules: per-principal refinements, first match wins.
+    """
+
+    applies_to: AppliesTo = attrs.field(default="remote", validator=_one_of(("remote", "all")))
+    mcp_stdio: McpStdio = attrs.field(default="refuse", validator=_one_of(("refuse", "allow")))
+    mcp_http_allow: list[str] = attrs.field(factory=list, validator=_url_globs)
+    roots: list[str] = attrs.field(factory=list, validator=_roots)
+    refuse_code: int = -32602
+    rules: list[AdmissionRule] = attrs.field(factory=list, validator=_unique_names)
+
+
+@attrs.frozen
+class ElicitationConfig:
+    """What an agent may elicit from the user (issue 26; docs/protocol.md section 8).
+
+    Attributes:
+        url_hosts: host globs a URL-mode ``elicitation/create`` may point to
+            (the parsed host; ``*.example.com`` is any name under it);
+            ``["*"]`` (default) any host, ``[]`` none.
+        secret_fields: ``"decline"`` a form-mode request asking for a field
+            that names or describes a secret; ``"pass"`` (default) forwards it.
+    """
+
+    url_hosts: list[str] = attrs.field(factory=lambda: ["*"], validator=_host_globs)
+    secret_fields: SecretFields = attrs.field(
+        default="pass", validator=_one_of(("pass", "decline"))
+    )
+
+
 @attrs.frozen
 class Config:
     """The whole configuration (``config/default.toml`` documents every key)."""
@@ -876,3 +1004,5 @@ class Config:
     budgets: BudgetsConfig = attrs.field(factory=BudgetsConfig)
     policy: PolicyConfig = attrs.field(factory=PolicyConfig)
     sandbox: SandboxConfig = attrs.field(factory=SandboxConfig)
+    admission: AdmissionConfig = attrs.field(factory=AdmissionConfig)
+    elicitation: ElicitationConfig = attrs.field(factory=ElicitationConfig)

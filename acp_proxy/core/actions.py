@@ -43,6 +43,7 @@ class AuditEvent(enum.StrEnum):
     as it (``AuditEvent.HELD == "held"``).
     """
 
+    ADMISSION_REFUSED = "admission_refused"
     BATCH_REFUSED = "batch_refused"
     BUDGET_EXCEEDED = "budget_exceeded"
     CHILD_ANNOUNCED = "child_announced"
@@ -54,6 +55,7 @@ class AuditEvent(enum.StrEnum):
     CONNECTION_OPENED = "connection_opened"
     CONNECTION_REJECTED = "connection_rejected"
     DUPLICATE_DROPPED = "duplicate_dropped"
+    ELICITATION_DECLINED = "elicitation_declined"
     GRANTS_RESTORED = "grants_restored"
     GRANTS_REVOKED = "grants_revoked"
     HELD = "held"

@@ -29,6 +29,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer, Send, StoreCall, StoreReply
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.engine.negotiated import peer_info
+from acp_proxy.core.hidden_secrets import AWS_SECRET, FORMAT_CHARACTERS, base64_secrets
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import Kind, Message, parse
 
@@ -240,10 +241,31 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
 )
 
 
-def _redact_text(text: str) -> str:
+def _redact_plain(text: str) -> str:
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
-    return text
+    text = AWS_SECRET.sub(_REDACTED, text)
+    return base64_secrets(text, _holds_token, _REDACTED)
+
+
+#: the token shapes looked for in decoded base64: API keys, private keys, AWS secrets
+_TOKEN_PATTERNS = (_SECRET_PATTERNS[-2][0], _SECRET_PATTERNS[-1][0], AWS_SECRET)
+
+
+def _holds_token(decoded: str) -> bool:
+    """Whether a base64 run's decoded text holds a token shape."""
+    return any(p.search(decoded) for p in _TOKEN_PATTERNS)
+
+
+def _redact_text(text: str) -> str:
+    """The string rules; again without format characters (U+200B ...) when the text
+    holds any and that reading finds a secret (:mod:`acp_proxy.core.hidden_secrets`)."""
+    out = _redact_plain(text)
+    if FORMAT_CHARACTERS.search(text) is None:
+        return out
+    bare = FORMAT_CHARACTERS.sub("", text)
+    redacted = _redact_plain(bare)
+    return redacted if redacted != bare else out
 
 
 class _Number(str):

@@ -69,6 +69,8 @@ NEVER_SUPPRESSED = frozenset(
         "grants_revoked",
         "grants_restored",
         "children_retired",
+        "admission_refused",
+        "elicitation_declined",
     }
 )
 

@@ -36,6 +36,7 @@ from acp_proxy.errors import UsageError
 from acp_proxy.shell.http_once import host_and_headers, read_request, send_response
 from acp_proxy.shell.observe import DURATION_BUCKETS, Connection, Hub
 from acp_proxy.shell.timefmt import iso_utc
+from acp_proxy.shell.topology.principals import Authenticator, read_tokens_file
 from acp_proxy.shell.topology.ws_upgrade import (
     accepted_hosts,
     check_upgrade,
@@ -146,14 +147,14 @@ def _budget_totals(hub: Hub) -> tuple[dict[str, int], dict[str, int]]:
     return would_block, exceeded
 
 
-def _connection_status(conn: Connection) -> dict[str, Any]:
+def _connection_status(conn: Connection, include_content: bool = False) -> dict[str, Any]:
     core = conn.core
     registry = core.registry
     stats = core.statistics()
     children = {
         cid: {
             "parent": child.parent_id,
-            "title": child.title,
+            **({"title": child.title} if include_content else {}),
             "capabilities": child.capabilities,
             "state": child.state,
             "fresh": child.fresh,
@@ -162,6 +163,7 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
     }
     return {
         "connection": conn.number,
+        "principal": conn.principal,
         "agentPid": conn.agent_pid,
         "started": iso_utc(conn.started),
         "closed": conn.closed,
@@ -193,22 +195,23 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
     }
 
 
-def status(hub: Hub) -> dict[str, Any]:
-    """What ``/status`` serves."""
+def status(hub: Hub, include_content: bool = False) -> dict[str, Any]:
+    """What ``/status`` serves: agent-given text (a child's title) only with
+    ``include_content`` (``audit.include_content``)."""
     conns = list(hub.connections.values())
     return {
         "pid": os.getpid(),
         "uptimeSeconds": round(time.monotonic() - hub.started_monotonic, 3),
         "started": iso_utc(hub.started),
         "agentPid": next((c.agent_pid for c in reversed(conns) if c.closed is None), None),
-        "connections": [_connection_status(c) for c in conns],
+        "connections": [_connection_status(c, include_content) for c in conns],
         "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
         "wouldBlock": _budget_totals(hub)[0],
         "budgetExceeded": _budget_totals(hub)[1],
     }
 
 
-def _respond(hub: Hub, target: str) -> tuple[int, str, bytes]:
+def _respond(hub: Hub, target: str, include_content: bool = False) -> tuple[int, str, bytes]:
     path = target.split("?", 1)[0]
     if path == "/metrics":
         return 200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(hub).encode()
@@ -219,7 +222,7 @@ def _respond(hub: Hub, target: str) -> tuple[int, str, bytes]:
             return 200, "text/plain; charset=utf-8", b"ready\n"
         return 503, "text/plain; charset=utf-8", b"no connection open\n"
     if path == "/status":
-        body = json.dumps(status(hub), indent=2, default=repr).encode() + b"\n"
+        body = json.dumps(status(hub, include_content), indent=2, default=repr).encode() + b"\n"
         return 200, "application/json", body
     return 404, "text/plain; charset=utf-8", b"not found\n"
 
@@ -227,7 +230,7 @@ def _respond(hub: Hub, target: str) -> tuple[int, str, bytes]:
 async def _serve_one(
     stream: trio.SocketStream,
     hub: Hub,
-    token: bytes | None,
+    auth: Authenticator,
     hosts: frozenset[str] | None,
     cfg: Config,
 ) -> None:
@@ -243,16 +246,18 @@ async def _serve_one(
         host,
         headers,
         path=path if path in PATHS else "/",
-        token=token,
+        token=None,
         allowed_origins=cfg.listen.allowed_origins,
         allowed_hosts=hosts,
     )
+    if refusal is None and not auth.check(headers)[0]:
+        refusal = (401, "missing or wrong bearer token")
     if request.method != b"GET":
         code, ctype, body = 405, "text/plain; charset=utf-8", b"GET only\n"
     elif refusal is not None and refusal[0] != 404:
         code, ctype, body = refusal[0], "text/plain; charset=utf-8", refusal[1].encode() + b"\n"
     else:
-        code, ctype, body = _respond(hub, target)
+        code, ctype, body = _respond(hub, target, cfg.audit.include_content)
     answer = [("content-type", ctype), ("cache-control", "no-store")]
     await send_response(stream, conn, code, answer, body, REQUEST_TIMEOUT_SECONDS)
 
@@ -268,14 +273,16 @@ async def serve_metrics(
     host, port = parse_address(addr)
     loopback = await is_loopback(host)
     token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
-    if not loopback and token is None:
+    principals = read_tokens_file(cfg.listen.tokens_file) if cfg.listen.tokens_file else {}
+    auth = Authenticator(token=token, principals=principals)
+    if not loopback and not auth.required:
         raise UsageError(
             f"--metrics {addr} is not a loopback address: set token_file in the [listen] table "
             "of the --config file (or pass --token-file with --listen or --connect) so that "
             "requests need a bearer token, or use 127.0.0.1"
         )
     hosts = accepted_hosts(
-        host, loopback=loopback, token=token is not None, allowed_hosts=cfg.listen.allowed_hosts
+        host, loopback=loopback, token=auth.required, allowed_hosts=cfg.listen.allowed_hosts
     )
     try:
         listeners = await trio.open_tcp_listeners(port, host=host)
@@ -298,7 +305,7 @@ async def serve_metrics(
             if slots.value == 0:
                 return  # over MAX_CONNECTIONS at once: closed at once (idle ones would pile up)
             async with slots:
-                await _serve_one(stream, hub, token, hosts, cfg)
+                await _serve_one(stream, hub, auth, hosts, cfg)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError, OSError):
             pass
         finally:

@@ -26,14 +26,16 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from acp_proxy.config import Config
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.trace import DECISIONS, Record, TracingCore
-from acp_proxy.shell.trace import TraceWriter
+
+if TYPE_CHECKING:  # imported when something observes (issue 29: start-up)
+    from acp_proxy.core.trace import Record
+    from acp_proxy.shell.trace import TraceWriter
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -69,6 +71,8 @@ class Tally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.messages: dict[tuple[str, str], int] = {}
+        from acp_proxy.core.trace import DECISIONS
+
         self.decisions: dict[str, int] = dict.fromkeys(DECISIONS, 0)
         self.buckets = [0] * (len(DURATION_BUCKETS) + 1)
         self.duration_sum = 0.0
@@ -124,6 +128,11 @@ class Connection:
     closed: str | None = None
 
     @property
+    def principal(self) -> str | None:
+        """The principal bound to the connection (``--tokens-file``), if any."""
+        return self.core.admission.principal
+
+    @property
     def client_name(self) -> str | None:
         """``clientInfo.name`` (v2: ``info.name``) from ``initialize``, when given."""
         return self.core.negotiated.client_name
@@ -176,6 +185,8 @@ class Hub:
         def emit(record: Record) -> None:
             self.observe(holder[0], record)
 
+        from acp_proxy.core.trace import TracingCore
+
         core = TracingCore(
             config,
             emit=emit,
@@ -223,7 +234,10 @@ class Hub:
     def observe(self, conn: Connection, record: Record) -> None:
         """Hands one record to every observer."""
         if self.trace is not None:
-            self.trace.write(conn.number, dict(record))
+            copy = dict(record)
+            if conn.principal is not None:
+                copy["principal"] = conn.principal
+            self.trace.write(conn.number, copy)
         if self.tally is not None:
             self.tally.observe(record)
         if record.get("type") == "closed" and conn.closed is None:

@@ -354,6 +354,10 @@ class Relay:
                 log.info("%s", exc)
                 if peer is Peer.CLIENT:
                     await self._on_client_gone("client stopped reading (stdout closed)")
+                elif self._wait_agent is not None:
+                    # an agent process that closed its stdin may still run and write;
+                    # a network agent that fails a write is gone, its reader says why
+                    await self._on_agent_deaf()
             finally:
                 budget.release(size)
         if peer is Peer.AGENT:
@@ -405,6 +409,15 @@ class Relay:
         await self._core_ready()
         await self._apply(self.core.peer_closed(Peer.CLIENT, self._now(), detail))
         await self._channels[Peer.AGENT][0].send(None)
+
+    async def _on_agent_deaf(self) -> None:
+        """A write to the agent failed: its requests are answered, its output still read."""
+        log.warning(
+            "the agent stopped reading its input; client requests are answered with an error"
+        )
+        await self._core_ready()
+        detail = "agent stopped reading its input (its stdin is closed)"
+        await self._apply(self.core.agent_stopped_reading(self._now(), detail))
 
     async def _read_agent(self) -> int | None:
         await self._pump(Peer.AGENT)

@@ -20,7 +20,6 @@ from acp_proxy.config import Config
 from acp_proxy.config.files import check_writable
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.observe import Hub, Tally, current
-from acp_proxy.shell.trace import TraceWriter
 
 __all__ = ["OTEL_MISSING", "alongside", "open_hub"]
 
@@ -42,6 +41,8 @@ def open_hub(cfg: Config, run_id: str) -> Hub | None:
     """
     trace = None
     if cfg.trace.path:
+        from acp_proxy.shell.trace import TraceWriter  # only when tracing (issue 29)
+
         check_writable(cfg.trace.path, "trace file")
         try:
             trace = TraceWriter.open(

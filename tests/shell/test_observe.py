@@ -119,7 +119,10 @@ async def test_metrics_and_status_over_http() -> None:
         assert (conn["client"], conn["agent"]) == ("zed", "claude")
         assert "s1" in conn["sessions"]
         assert conn["children"]["kid"]["parent"] == "s1"
-        assert conn["children"]["kid"]["title"] == "searcher"
+        # agent-given text only with audit.include_content
+        assert "title" not in conn["children"]["kid"]
+        assert "searcher" not in body.decode()
+        assert conn["principal"] is None
         assert conn["children"]["kid"]["capabilities"] == {"cancel": {}}
         assert conn["heldSessions"] == 1
         assert conn["counters"]["held"] == 1

@@ -14,6 +14,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
 from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.counters import Counters
+from acp_proxy.core.engine.elicitation import ELICITATION_CREATE, ElicitationGate
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
@@ -60,6 +61,7 @@ class AgentDirection:
         negotiated: what ``initialize`` negotiated.
         gate: the permission gate (decides governed agent requests on delivery).
         budgets: the budget gate (turns, tool calls, usage, repeated permission requests).
+        elicitation: the elicitation gate (``[elicitation]``, on delivery), if any.
     """
 
     def __init__(
@@ -72,9 +74,11 @@ class AgentDirection:
         negotiated: Negotiated,
         gate: PermissionGate,
         budgets: BudgetGate | None = None,
+        elicitation: ElicitationGate | None = None,
     ) -> None:
         self.config = config
         self.budgets = budgets or BudgetGate(config, registry, ledger)
+        self.elicitation = elicitation
         self.registry = registry
         self.hold = hold
         self.dedup = dedup
@@ -391,6 +395,12 @@ class AgentDirection:
             ):
                 return []
             if self.gate.governs(m.method) and self.gate.decide(m, now, out):
+                return []
+            if (
+                m.method == ELICITATION_CREATE
+                and self.elicitation is not None
+                and self.elicitation.decide(m, out)
+            ):
                 return []
         elif (
             m.method == CANCEL_REQUEST

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.counters import Counters
@@ -54,6 +55,7 @@ class ClientDirection:
         gate: the permission gate (records workspaces; drops late answers to
             requests whose ask timed out).
         budgets: the budget gate (checks prompts; opens turns).
+        admission: the admission gate (``[admission]`` on session requests), if any.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class ClientDirection:
         agent: AgentDirection,
         gate: PermissionGate,
         budgets: BudgetGate | None = None,
+        admission: AdmissionGate | None = None,
     ) -> None:
         self.config = config
         self.budgets = budgets or BudgetGate(config, registry, ledger)
@@ -79,6 +82,7 @@ class ClientDirection:
         self.negotiated = negotiated
         self.agent = agent
         self.gate = gate
+        self.admission = admission
         self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
@@ -115,6 +119,10 @@ class ClientDirection:
             if rejection is not None:
                 self._reject(m, rejection, out)
                 return
+            if kind is _REQUEST and self.admission is not None:
+                refusal = self.admission.decide(m)
+                if refusal is not None and self.admission.refuse(m, refusal, out):
+                    return
             if self._roots and kind is _REQUEST and method in SESSION_DIRECTORY_METHODS:
                 outside = directories_outside(m.params, self._roots)
                 if outside:
@@ -135,6 +143,16 @@ class ClientDirection:
             return
         self.ledger.settle(_CLIENT, m, out)
 
+    def _refuse_workspace(self, m: Message, reason: str, out: list[Action]) -> None:
+        """Answers a session/new | load | resume | fork whose workspace is over
+        ``limits.max_workspace_bytes`` with an error under its id (audited)."""
+        self.inflight.pop(_CLIENT, m.id)
+        fields = {"sessionId": m.session_id, "method": m.method, "id": m.id, "reason": reason}
+        self.ledger.audit(out, AuditEvent.REQUEST_REFUSED, _CLIENT, **fields)
+        self.ledger.answer(
+            out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {m.method} refused: {reason}"
+        )
+
     def _go_on(self, m: Message, now: float, out: list[Action]) -> None:
         """A client request or notification that passed enforcement and budgets: tracked
         and forwarded (or answered when the agent has gone)."""
@@ -152,7 +170,10 @@ class ClientDirection:
                 self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
             return
         if kind is _REQUEST:
-            self.gate.client_request(m, sid)
+            refused = self.gate.client_request(m, sid)
+            if refused is not None:
+                self._refuse_workspace(m, refused, out)
+                return
             if sid is not None and method in _OPENS_SESSION:
                 self._open(sid, method, now, out)
             elif method == "session/prompt" and self.budgets.watches_turns:

@@ -30,10 +30,12 @@ import attrs
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send, StoreCall, StoreReply
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
 from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.client import ClientDirection
 from acp_proxy.core.engine.counters import CoreStatistics, Counters
+from acp_proxy.core.engine.elicitation import ElicitationGate
 from acp_proxy.core.engine.inflight import InFlight
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
@@ -102,6 +104,9 @@ class ProxyCore:
             ask timers); ``permissions.configure(config)`` swaps the policy.
         client: the client direction.
         agent: the agent direction.
+        admission: the admission gate (``[admission]``; the shell binds the
+            connection's principal with ``admission.bind``).
+        elicitation: the elicitation gate (``[elicitation]``).
     """
 
     def __init__(self, config: Config | None = None, *, label: str = "") -> None:
@@ -122,12 +127,16 @@ class ProxyCore:
         self.dedup = StateDedup(limits.max_dedup_bytes)
         self.n = Counters()
         self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
+        #: the agent stopped reading (:meth:`agent_stopped_reading`) but has not exited yet
+        self.agent_deaf = False
         self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
         self.budgets = BudgetGate(config, self.registry, self.ledger, self.permissions.tools)
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
+        self.admission = AdmissionGate(config, self.ledger)
+        self.elicitation = ElicitationGate(config, self.ledger, self.permissions)
         self.agent = AgentDirection(
             config,
             self.registry,
@@ -137,6 +146,7 @@ class ProxyCore:
             self.negotiated,
             self.permissions,
             self.budgets,
+            self.elicitation,
         )
         self.client = ClientDirection(
             config,
@@ -148,6 +158,7 @@ class ProxyCore:
             self.agent,
             self.permissions,
             self.budgets,
+            self.admission,
         )
 
     def _needs_table(self) -> dict[str, str | None]:
@@ -167,9 +178,10 @@ class ProxyCore:
         """Applies the policy sections of ``config`` to this live connection (a reload).
 
         The policy sections (:data:`acp_proxy.config.reload.POLICY_SECTIONS`):
-        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content`` and
-        ``permissions``. Every part that read one of them at construction is
-        given the new value here, in one synchronous call, so the next message
+        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content``,
+        ``permissions``, ``admission`` and ``elicitation``. Every part that read
+        one of them at construction is given the new value here, in one
+        synchronous call, so the next message
         is decided wholly under the new policy: a narrowed
         ``child_mutations`` refuses the next mutation on a child registered
         before, a shorter ``hold.timeout_seconds`` applies to sessions held
@@ -193,6 +205,8 @@ class ProxyCore:
         self.client.reconfigure(config)
         self.permissions.configure(config)
         self.budgets.configure(config)
+        self.admission.configure(config)
+        self.elicitation.configure(config)
         self._needs = self._needs_table()
 
     @property
@@ -422,8 +436,8 @@ class ProxyCore:
             ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=None, reason=reason)
             ledger.answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
             return
-        items = m.items  # () for a batch over limits.dense_message_bytes: not read
-        count = max(1, len(items))
+        items = m.items  # the elements that may be requests; the others are not read
+        count = max(1, m.elements or len(items))
         n.accepted += count
         answered = 0
         for item in items:
@@ -504,6 +518,10 @@ class ProxyCore:
         out: list[Action] = []
         gone = self.inflight.gone
         if gone[peer] is not None:
+            if peer is _AGENT and self.agent_deaf:  # it stopped reading before; now it exited
+                self.agent_deaf = False
+                for ev in self.hold.evict_all("agent_exited"):
+                    self.agent.expire(ev, now, out)
             return out
         text = detail or f"{peer.value} closed the connection"
         gone[peer] = text
@@ -528,7 +546,35 @@ class ProxyCore:
                     AuditEvent.REQUEST_DROPPED,
                     "the client went while it waited for the budget store",
                 )
-        waiting = peer.other
+        self._answer_waiting(peer.other, text, out)
+        return out
+
+    def agent_stopped_reading(self, now: float, detail: str) -> list[Action]:
+        """A write to the agent failed: it closed its input, but it may still be running.
+
+        The agent is treated as gone *for requests*: the client's requests in
+        flight toward it, and every later one, are answered ``-32603`` naming
+        ``detail`` (audited ``peer_closed``); its own output keeps flowing to
+        the client until it exits (:meth:`peer_closed` then releases the hold
+        buffer). Idempotent.
+
+        Args:
+            now: current time, seconds.
+            detail: why, e.g. ``"agent stopped reading its input (stdin closed)"``.
+        """
+        out: list[Action] = []
+        if self.inflight.gone[_AGENT] is not None:
+            return out
+        self.inflight.gone[_AGENT] = detail
+        self.agent_deaf = True
+        self.ledger.audit(out, AuditEvent.PEER_CLOSED, _AGENT, reason=detail)
+        self.ledger.info(out, "side ended", f"the agent's input ended: {detail}")
+        self.permissions.agent_gone()
+        self._answer_waiting(Peer.CLIENT, detail, out)
+        return out
+
+    def _answer_waiting(self, waiting: Peer, text: str, out: list[Action]) -> None:
+        """Answers ``-32603`` every request of ``waiting`` in flight toward a peer gone."""
         expired = self.permissions.expired if waiting is _AGENT else {}
         for rid, (method, sid, _cost) in self.inflight.take_all(waiting):
             if expired.pop(rid, None) is not None:
@@ -544,7 +590,6 @@ class ProxyCore:
                     ),
                 )
             )
-        return out
 
     def pending_ids(self, requester: Peer) -> Collection[Any]:
         """The ids of ``requester``'s requests still in flight (a read-only view)."""

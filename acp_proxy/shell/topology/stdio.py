@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -16,8 +17,10 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.reload import LivePolicy, watch_config
+from acp_proxy.shell.spawn import EarlyStart, release_signals
 from acp_proxy.shell.transport.base import FrameTransport
 from acp_proxy.shell.transport.process import STDERR_TAIL_BYTES, AgentProcess, AgentSignalled
 from acp_proxy.shell.transport.stdio import open_stdio_transport
@@ -58,6 +61,7 @@ async def forward_signals(
 
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            release_signals()  # one held since an early start is delivered now, to this receiver
             interrupted = terminating = False
             async for signum in signals:
                 if signum == signal.SIGHUP and on_hup is not None:
@@ -145,6 +149,7 @@ async def run_stdio_process(
     *,
     live: LivePolicy | None = None,
     watch: str | None = None,
+    early: EarlyStart | None = None,
 ) -> int:
     """Runs the stdio <-> subprocess topology until the agent's group has ended.
 
@@ -163,6 +168,9 @@ async def run_stdio_process(
         live: the policy in force and how to reload it (default: ``config``,
             nothing to reload).
         watch: a config file whose changes reload the policy (``--watch-config``).
+        early: the agent, already started from ``agent_command`` by the command
+            line (:func:`~acp_proxy.shell.spawn.start_early`), else
+            ``None``: it is started here.
 
     Returns:
         The proxy's exit status: the agent's, or 127 when the agent cannot be
@@ -172,13 +180,17 @@ async def run_stdio_process(
         AgentSignalled: the agent died of a signal (the proxy should too).
     """
     try:
-        agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
+        if early is not None:
+            agent = AgentProcess.adopt(early, config.limits.max_message_bytes)
+        else:
+            agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
     except OSError as exc:
         log.error("cannot start agent %r: %s", agent_command[0], exc)
         return 127
     client = open_stdio_transport(config.limits.max_message_bytes)
     live = live or LivePolicy(config, None, audit)
-    core = make_core(live.config, agent.process.pid)
+    core = use_filesystem(make_core(live.config, agent.process.pid))
+    core.admission.bind(None, False, os.path.realpath)  # the local editor: trusted
     relay = agent_relay(core, client, agent, config, audit)
     process = config.process
     on_hup = partial(live.reload, "SIGHUP") if live.reloadable else None

@@ -112,5 +112,5 @@ def test_the_credential_list_is_one_place() -> None:
     assert "deny_read" not in strict["sandbox"]  # the default list, not a copy
     rules = {r["name"]: r for r in strict["permissions"]["rules"]}
     globs = list(credential_globs())
-    for name in ("no-credential-reads", "no-credential-writes"):
+    for name in ("no-credential-reads", "no-credential-writes", "no-credential-tool-locations"):
         assert rules[name]["path"][: len(globs)] == globs
