@@ -302,6 +302,24 @@ async def test_another_local_user_cannot_connect_to_a_default_loopback_listener(
             assert await upgrade_status(url) == 401
 
 
+async def test_the_generated_token_note_names_the_connect_command_and_dies_with_the_listener(
+    tmp_path: Path,
+) -> None:
+    """The generated-token line shows the --connect command that works; the token file
+    is removed when the listener stops on SIGTERM."""
+    cmd = [*proxy_command("--listen", "ws://127.0.0.1:0/acp"), *AGENT_CMD]
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy(cmd) as proxy:
+            err = await proxy.wait_for_stderr("listening on ")
+            url = err.split("listening on ")[1].split()[0]
+            path = err.split(" is in ")[1].split()[0]
+            assert f"acp-proxy --connect {url} --token-file {path}" in err
+            assert await trio.Path(path).exists()
+            proxy.process.send_signal(signal.SIGTERM)
+            await proxy.process.wait()
+        assert not await trio.Path(path).exists()
+
+
 async def test_no_token_says_who_can_connect() -> None:
     """--no-token keeps a token-less loopback listener, and its warning says so."""
     cmd = [*proxy_command("--listen", "ws://127.0.0.1:0/acp", "--no-token"), *AGENT_CMD]

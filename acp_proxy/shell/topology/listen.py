@@ -718,37 +718,42 @@ async def run_listen(
     )
     listener = _Listener(cfg, target, agent_cmd, remote, audit, token, hosts, live, auth)
     slots = _StreamSlots(cfg.listen.max_connections + cfg.listen.max_pending_handshakes)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async with trio.open_nursery() as connections, trio.open_nursery() as accepting:
-            server = _ProbingServer(
-                listener.handle,
-                [_BoundedListener(s, slots) for s in sockets],
-                handler_nursery=connections,
-                max_message_size=cfg.limits.max_message_bytes,
-                connect_timeout=HANDSHAKE_TIMEOUT_SECONDS,
-                disconnect_timeout=CLOSE_TIMEOUT_SECONDS,
-                ready=listener.ready,
-            )
-            await accepting.start(server.run)
-            if watch is not None:
-                await accepting.start(watch_config, watch, live)
-                if cfg.listen.tokens_file:
-                    await accepting.start(
-                        watch_config, cfg.listen.tokens_file, _TokensReload(listener, accepting)
-                    )
-            addresses = [_address(s.socket.getsockname()) for s in sockets]
-            urls = [f"ws://{address}{target.path}" for address in addresses]
-            if generated_token is not None:
-                print(token_note(generated_token, urls), file=sys.stderr, flush=True)
-            print(f"acp-proxy: listening on {' '.join(urls)}", file=sys.stderr, flush=True)
-            task_status.started(urls)
-            async for signum in signals:
-                if signum == signal.SIGHUP:
-                    on_sighup(listener, accepting)
-                    continue
-                log.info("signal %d: stopping", signum)
-                break
-            # still accepting while draining: upgrades get 503, /readyz 503
-            await listener.shutdown(connections)
-            accepting.cancel_scope.cancel()
+    try:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            async with trio.open_nursery() as connections, trio.open_nursery() as accepting:
+                server = _ProbingServer(
+                    listener.handle,
+                    [_BoundedListener(s, slots) for s in sockets],
+                    handler_nursery=connections,
+                    max_message_size=cfg.limits.max_message_bytes,
+                    connect_timeout=HANDSHAKE_TIMEOUT_SECONDS,
+                    disconnect_timeout=CLOSE_TIMEOUT_SECONDS,
+                    ready=listener.ready,
+                )
+                await accepting.start(server.run)
+                if watch is not None:
+                    await accepting.start(watch_config, watch, live)
+                    if cfg.listen.tokens_file:
+                        await accepting.start(
+                            watch_config, cfg.listen.tokens_file, _TokensReload(listener, accepting)
+                        )
+                addresses = [_address(s.socket.getsockname()) for s in sockets]
+                urls = [f"ws://{address}{target.path}" for address in addresses]
+                if generated_token is not None:
+                    print(token_note(generated_token, urls), file=sys.stderr, flush=True)
+                print(f"acp-proxy: listening on {' '.join(urls)}", file=sys.stderr, flush=True)
+                task_status.started(urls)
+                async for signum in signals:
+                    if signum == signal.SIGHUP:
+                        on_sighup(listener, accepting)
+                        continue
+                    log.info("signal %d: stopping", signum)
+                    break
+                # still accepting while draining: upgrades get 503, /readyz 503
+                await listener.shutdown(connections)
+                accepting.cancel_scope.cancel()
+    finally:
+        if generated_token is not None:  # the token dies with the listener
+            with contextlib.suppress(OSError):
+                os.unlink(generated_token)
     return 0

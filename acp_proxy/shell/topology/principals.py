@@ -263,5 +263,7 @@ def token_note(path: str, urls: Sequence[str]) -> str:
     """The line telling where the generated token is and how a client sends it."""
     return (
         f"acp-proxy: no --token-file: the bearer token for {' '.join(urls)} is in {path} "
-        f'(mode 0600); clients send "Authorization: Bearer $(cat {path})"'
+        f'(mode 0600, removed when the listener stops); clients send "Authorization: '
+        f'Bearer $(cat {path})", e.g. acp-proxy --connect {urls[0] if urls else "URL"} '
+        f"--token-file {path}"
     )
