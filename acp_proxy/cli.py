@@ -11,6 +11,7 @@
     acp-proxy config {default,strict}
     acp-proxy check-config FILE [-- AGENT_CMD ...]
     acp-proxy replay [--config FILE] [--diff] TRACE
+    acp-proxy audit verify FILE [--key-file K]
 
 This module is the only place that maps errors to exit statuses: the
 agent's status as the proxy's (when the agent died of signal N, the proxy
@@ -44,6 +45,9 @@ from acp_proxy.config.files import (
     expand_config_paths,
     expand_path,
     find_command,
+    open_regular,
+    resolve_audit_paths,
+    state_home,
 )
 from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 
@@ -72,7 +76,9 @@ USAGE = """
   acp-proxy check-config FILE [-- AGENT_CMD ...]
       validate a config file and what it names, print the effective config
   acp-proxy replay [--config FILE] [--diff] TRACE
-      the decisions a configuration makes on a recorded trace (no agent started)"""
+      the decisions a configuration makes on a recorded trace (no agent started)
+  acp-proxy audit verify FILE [--key-file K]
+      check an audit log's hash chain: changed, missing, reordered or cut-off records"""
 
 #: options that apply to some modes only -> the modes, as the user reads them
 _MODE_OPTIONS = {
@@ -168,7 +174,9 @@ def _setup_logging(level: str, log_file: str | None) -> None:
     if log_file:
         check_writable(log_file, "--log-file")
         try:
-            handler = logging.FileHandler(log_file)
+            fd = open_regular(log_file, "--log-file")
+            stream = open(fd, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            handler = logging.StreamHandler(stream)
         except OSError as exc:
             raise UsageError(f"cannot write --log-file {log_file!r}: {exc.strerror}") from None
     else:
@@ -190,7 +198,8 @@ def effective_config(args: argparse.Namespace) -> Config:
     if args.config:
         from acp_proxy.config.io import load_config
 
-        cfg = load_config(expand_path(args.config, "--config"))
+        config_file = expand_path(args.config, "--config")
+        cfg = resolve_audit_paths(expand_config_paths(load_config(config_file)), config_file)
     else:
         cfg = Config()
     try:
@@ -271,6 +280,10 @@ def _main(argv: list[str]) -> int:
         return _check_config(opts[1:], agent_cmd)
     if opts and opts[0] == "config":
         return _print_config(opts[1:])
+    if opts and opts[0] == "audit":
+        from acp_proxy.shell.audit_verify import run_audit
+
+        return run_audit(opts[1:])
     if opts and opts[0] == "replay":
         from acp_proxy.shell.replay import run_replay
 
@@ -292,13 +305,16 @@ def _main(argv: list[str]) -> int:
     if mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     run_id = os.urandom(6).hex()
-    audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
+    audit = _open_audit(cfg, {"pid": os.getpid(), "run": run_id})
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
 
     hub = open_hub(cfg, run_id)
     install(hub)
+    if hub is not None:
+        hub.audit = audit
+        audit = _mirror_audit(hub, audit, {"pid": os.getpid(), "run": run_id})
     try:
         status = _run(mode, args, cfg, agent_cmd, audit)
     except AgentSignalled as exc:
@@ -319,7 +335,31 @@ def _main(argv: list[str]) -> int:
         install(None)
         if hub is not None:
             hub.close()
+    if audit is not None and audit.failure is not None:
+        print(f"acp-proxy: {audit.failure}", file=sys.stderr)
+        return AUDIT_FAILED_STATUS
     return _die_like_the_agent(-status) if status < 0 else status
+
+
+#: the exit status after a lost audit record with ``audit.required``
+AUDIT_FAILED_STATUS = 1
+
+
+def _mirror_audit(
+    hub: object, audit: AuditLog | None, context: dict[str, object]
+) -> AuditLog | None:
+    """With ``--otel``, every audit record also goes to the OpenTelemetry log bridge (with
+    no audit file, to the bridge only)."""
+    for observer in getattr(hub, "others", ()):
+        emit = getattr(observer, "audit_record", None)
+        if emit is None:
+            continue
+        if audit is None:
+            from acp_proxy.shell.audit import AuditLog
+
+            audit = AuditLog(open(os.devnull, "w", encoding="utf-8"), context)  # noqa: SIM115
+        audit.mirrors.append(emit)
+    return audit
 
 
 def _die_like_the_agent(signum: int) -> int:
@@ -365,21 +405,58 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
     return mode
 
 
-def _open_audit(path: str, context: dict[str, object] | None = None) -> AuditLog | None:
-    """The audit log at ``path`` (``""``: none), its records carrying ``context``.
+def _open_audit(cfg: Config, context: dict[str, object]) -> AuditLog | None:
+    """The chained audit log ``cfg.audit`` names (``path = ""``: none), its records
+    carrying ``context``; the directory under ``$XDG_STATE_HOME/acp-proxy`` is created 0700.
 
     Raises:
-        UsageError: it cannot be opened for appending.
+        UsageError: it cannot be opened for appending, is not a regular file,
+            or the key file cannot be read.
     """
+    path = cfg.audit.path
     if not path:
         return None
     from acp_proxy.shell.audit import AuditLog
+    from acp_proxy.shell.audit_chain import read_key
 
+    _make_state_dir(path)
     check_writable(path, "audit log")
+    key = None
+    if cfg.audit.hmac_key_file:
+        try:
+            key = read_key(cfg.audit.hmac_key_file)
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise UsageError(
+                f"cannot read audit.hmac_key_file {cfg.audit.hmac_key_file!r}: {why}"
+            ) from None
     try:
-        return AuditLog.open(path, context)
+        return AuditLog.open(
+            path, context, run=str(context["run"]), key=key, required=cfg.audit.required
+        )
     except OSError as exc:
         raise UsageError(f"cannot open the audit log {path!r}: {exc.strerror}") from None
+
+
+def _state_dir(path: str) -> str | None:
+    """The ``acp-proxy`` directory under the XDG state home that ``path`` is in, if any."""
+    home = os.path.join(state_home(), "acp-proxy")
+    directory = os.path.dirname(os.path.abspath(path))
+    return home if directory == os.path.abspath(home) else None
+
+
+def _make_state_dir(path: str) -> None:
+    """Creates ``$XDG_STATE_HOME/acp-proxy`` (mode 0700, parents as needed) for ``path``."""
+    home = _state_dir(path)
+    if home is None or os.path.isdir(home):
+        return
+    try:
+        os.makedirs(home, mode=0o700, exist_ok=True)
+        os.chmod(home, 0o700)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot create the audit log's directory {home!r}: {exc.strerror}"
+        ) from None
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -410,11 +487,18 @@ def _run(
     agent_cmd: list[str],
     audit: AuditLog | None,
 ) -> int:
+    runner = _mode_runner(mode, args, cfg, agent_cmd, audit)
+    chained = audit.chained if audit is not None else None
+    if chained is not None and chained.required:
+        from acp_proxy.shell.audit_stop import stop_on_audit_failure
+
+        grace = cfg.process.grace_seconds + cfg.process.kill_after_seconds + 1.0
+        runner = (stop_on_audit_failure, chained, grace, runner)
     if cfg.telemetry.metrics:
         from acp_proxy.shell.watch import alongside
 
-        return _trio_run(alongside, cfg, _mode_runner(mode, args, cfg, agent_cmd, audit))
-    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit))
+        return _trio_run(alongside, cfg, runner)
+    return _trio_run(*runner)
 
 
 def _mode_runner(
@@ -485,12 +569,49 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
     from acp_proxy.config import io as config_io
     from acp_proxy.shell.topology.ws_upgrade import read_token
 
-    cfg = expand_config_paths(config_io.load_config(expand_path(rest[0], "the config file")))
-    if cfg.audit.path:
-        check_writable(cfg.audit.path, "audit.path")
+    config_file = expand_path(rest[0], "the config file")
+    cfg = resolve_audit_paths(expand_config_paths(config_io.load_config(config_file)), config_file)
+    notes = _check_audit_files(cfg)
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
     if agent_cmd:
         find_command(agent_cmd[0])
+    for note in notes:
+        print(f"# {note}")
     print(config_io.dump_config(cfg), end="")
     return 0
+
+
+def _check_audit_files(cfg: Config) -> list[str]:
+    """Checks the audit log, its key file and the trace as a start would, opening nothing
+    (a FIFO never blocks); returns the lines saying where they are.
+
+    Raises:
+        UsageError: one is a symbolic link, FIFO, device or directory, or cannot be
+            written (the key file: read).
+    """
+    from acp_proxy.config.files import check_readable, not_regular
+
+    notes = []
+    audit = cfg.audit
+    if audit.path:
+        home = _state_dir(audit.path)
+        if home is not None and not os.path.isdir(home):
+            notes.append(f"audit log: {audit.path} (its directory will be created, mode 0700)")
+        else:
+            check_writable(audit.path, "audit.path")
+            notes.append(f"audit log: {audit.path}")
+        chain = "HMAC-SHA256" if audit.hmac_key_file else "SHA-256"
+        notes.append(
+            f"audit chain: {chain}; a lost record "
+            + ("stops the proxy (required)" if audit.required else "is counted (not required)")
+        )
+    if audit.hmac_key_file:
+        kind = not_regular(audit.hmac_key_file)
+        if kind is not None and kind != "a symbolic link":
+            raise UsageError(f"audit.hmac_key_file {audit.hmac_key_file!r} is {kind}, not a file")
+        check_readable(audit.hmac_key_file, "audit.hmac_key_file")
+    if cfg.trace.path:
+        check_writable(cfg.trace.path, "trace.path")
+        notes.append(f"trace: {cfg.trace.path}")
+    return notes

@@ -27,6 +27,7 @@ error naming it, those answers are flushed, and :meth:`Relay.run` returns.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -37,6 +38,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, error_frame
 from acp_proxy.shell.routing import (
     AuditSink,
     CoreTimer,
@@ -46,7 +48,7 @@ from acp_proxy.shell.routing import (
 )
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
-__all__ = ["THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
+__all__ = ["AUDIT_LOST", "THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
 
 log = logging.getLogger("acp_proxy.relay")
 
@@ -57,6 +59,9 @@ THREAD_THRESHOLD_BYTES = 256 * 1024
 
 #: audit records written per event-loop turn after a core call in a worker thread
 AUDIT_SLICE = 256
+
+#: the reason in the errors answered once an audit record was lost with ``audit.required``
+AUDIT_LOST = "the audit log could not be written (audit.required): nothing is forwarded"
 
 
 class _GcPause:
@@ -196,6 +201,9 @@ class Relay:
         self._core_busy = False
         self._core_free = trio.Event()
         self._timer = CoreTimer(self._get_timer, self._fire_timer)
+        # audit.required: the chained file whose failure stops the relay, and the reason
+        self._audit_file = getattr(audit, "chained", None)
+        self._audit_failed: str | None = None
         self._nursery: trio.Nursery | None = None
         self._client_flushed = trio.Event()
 
@@ -281,8 +289,57 @@ class Relay:
             self._core_free.set()
 
     async def _apply(self, actions: list[Action]) -> None:
-        """Carries out core actions in order; Sends are grouped per peer."""
-        await self._send_routed(route_actions(actions, self.audit))
+        """Carries out core actions in order; Sends are grouped per peer.
+
+        After an audit record was lost with ``audit.required``, nothing is sent
+        (:meth:`_fail_closed`): not even what the failed record was about.
+        """
+        if self._audit_failed is not None:
+            return
+        batch = route_actions(actions, self.audit)
+        f = self._audit_file
+        if f is not None and f.failure is not None:
+            await self._fail_closed()
+            return
+        await self._send_routed(batch)
+
+    async def _fail_closed(self) -> None:
+        """An audit record could not be written and ``audit.required``: stop forwarding.
+
+        The requests in flight both ways are answered with an error saying so
+        (through the core, as if both peers had gone), the agent's input is
+        closed (it is stopped after the grace period), and from now on every
+        request either peer sends is answered with that error, nothing forwarded.
+        """
+        if self._audit_failed is not None:
+            return
+        self._audit_failed = AUDIT_LOST
+        await self._core_ready()
+        now = self._now()
+        actions = self.core.peer_closed(Peer.AGENT, now, AUDIT_LOST)
+        actions += self.core.peer_closed(Peer.CLIENT, now, AUDIT_LOST)
+        await self._send_routed(route_actions(actions, None))  # no record can be written
+        await self._channels[Peer.AGENT][0].send(None)
+
+    async def _refuse_all(self, source: Peer, batch: list[Incoming]) -> None:
+        """After :meth:`_fail_closed`: answers each request in ``batch`` with the error."""
+        frames: list[bytes] = []
+        for item in batch:
+            if type(item) is bytes:
+                frames.append(item)
+            elif type(item) is Lines:
+                frames.extend(item.frames())
+        answers = []
+        for frame in frames:
+            try:
+                m = json.loads(frame)
+            except Exception:  # not JSON, or nested past the decoder's limit
+                continue
+            rid = m.get("id") if type(m) is dict and "method" in m else None
+            if type(rid) is str or type(rid) is int:
+                answers.append(error_frame(rid, INTERNAL_ERROR, f"acp-proxy: {AUDIT_LOST}"))
+        if answers and not (source is Peer.CLIENT and self._client_gone):
+            await self._send_routed({source: answers})
 
     async def _send_routed(self, batch: dict[Peer, list[bytes]]) -> None:
         for peer, frames in batch.items():
@@ -298,6 +355,10 @@ class Relay:
                 for record in records[start : start + AUDIT_SLICE]:
                     self.audit.write(record)
                 await trio.lowlevel.checkpoint()
+        f = self._audit_file
+        if self._audit_failed is not None or (f is not None and f.failure is not None):
+            await self._fail_closed()
+            return
         await self._send_routed(batch)
 
     async def _fire_timer(self, now: float) -> None:
@@ -396,6 +457,9 @@ class Relay:
 
     async def _feed(self, source: Peer, batch: list[Incoming]) -> None:
         """Hands ``batch`` to the core: in a worker thread when an item is large."""
+        if self._audit_failed is not None:
+            await self._refuse_all(source, batch)
+            return
         for item in batch:
             if type(item) is bytes:
                 size = len(item)
