@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 from acp_proxy import __version__
 from acp_proxy.config.files import open_regular
+from acp_proxy.errors import UsageError
 
 __all__ = [
     "CHAIN_SUFFIX",
@@ -127,7 +128,8 @@ class ChainedFile:
         failure: with ``required``, the sentence saying why nothing more is forwarded.
 
     Raises:
-        UsageError: ``path`` is not a regular file.
+        UsageError: ``path`` is not a regular file, or (``required``) the
+            ``run_started`` record cannot be written.
         OSError: it cannot be opened or read.
     """
 
@@ -160,6 +162,9 @@ class ChainedFile:
         self._fd = -1
         self._ident = (0, 0)
         self._open({})
+        if self.failure is not None:  # required, and not even run_started could be written
+            self.close()
+            raise UsageError(self.failure)
 
     # ------------------------------------------------------------- opening
 

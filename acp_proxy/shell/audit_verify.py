@@ -167,7 +167,7 @@ def _continuation(obj: dict[str, Any] | None, run: _Run, number: int) -> Problem
         return Problem(number, "chained, but not a JSON object")
     if obj.get("seq") != run.seq or type(obj.get("seq")) is not int:
         return Problem(number, f"out of order: seq {obj.get('seq')!r} where {run.seq} belongs")
-    if obj.get("run") != run.run:
+    if "run" in obj and obj["run"] != run.run:
         return Problem(number, f"names run {obj.get('run')!r} inside run {run.run!r}")
     if obj.get("event") == "run_started":
         return Problem(number, "a run_started record inside a run")

@@ -204,6 +204,7 @@ class Relay:
         # audit.required: the chained file whose failure stops the relay, and the reason
         self._audit_file = getattr(audit, "chained", None)
         self._audit_failed: str | None = None
+        self._client_eof = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._client_flushed = trio.Event()
 
@@ -221,6 +222,11 @@ class Relay:
             nursery.start_soon(self._timer.run)
             nursery.start_soon(self._read_client)
             status = await self._read_agent()
+            if self._audit_failed is not None:
+                # Fail closed: the agent is gone; the client's new requests are still
+                # answered with the audit error until it closes (bounded).
+                with trio.move_on_after(self.flush_timeout_seconds):
+                    await self._client_eof.wait()
             # Client told; let the client writer flush (bounded: a client that
             # stopped reading must not keep the proxy alive), then stop the rest.
             with trio.move_on_after(self.flush_timeout_seconds):
@@ -418,6 +424,7 @@ class Relay:
 
     async def _read_client(self) -> None:
         await self._pump(Peer.CLIENT)
+        self._client_eof.set()
         await self._on_client_gone("client closed its stream", stdin_eof=True)
 
     async def _on_client_gone(self, detail: str, *, stdin_eof: bool = False) -> None:

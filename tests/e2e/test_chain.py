@@ -416,10 +416,12 @@ def numbered(frames: list[bytes]) -> list[bytes]:
 
 
 def audit_trail(path: Path) -> list[tuple[Any, ...]]:
-    """The audit events, without timestamps, request ids and connection ends."""
+    """The audit events, without timestamps, request ids, connection ends and the
+    chain's run records."""
     records = [json.loads(line) for line in path.read_text().splitlines()]
     keys = ("event", "direction", "sessionId", "parentSessionId", "method", "capability")
-    return [tuple(r.get(k) for k in keys) for r in records if r["event"] != "peer_closed"]
+    skip = {"peer_closed", "run_started", "run_closed"}
+    return [tuple(r.get(k) for k in keys) for r in records if r["event"] not in skip]
 
 
 @pytest.mark.parametrize("prefix", ["", "_"], ids=["proxy", "_proxy"])

@@ -167,5 +167,5 @@ SUBAGENTS = {
 
 
 def read_audit(path: Path) -> list[dict[str, Any]]:
-    """The proxy's audit records."""
-    return read_jsonl(path)
+    """The proxy's audit records (without the chain's ``run_started`` / ``run_closed``)."""
+    return [r for r in read_jsonl(path) if r.get("event") not in ("run_started", "run_closed")]
