@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks.audit_cost import audit_cost_us
 from benchmarks.client import (
     ROOT,
     Client,
@@ -246,6 +247,9 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     pc = parser_comparison(sizes.parse_number)
     res["json_parse_us"] = pc["1k"]
     res["json_parse_us_200b"] = pc["200b"]
+
+    log("audit log: cost per audited record, chained vs plain")
+    res["audit_us_per_record"] = audit_cost_us(max(1000, sizes.parse_number // 4))
 
     res["targets"] = targets(res)
     res["load_avg_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}

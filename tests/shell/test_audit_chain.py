@@ -8,6 +8,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -113,42 +114,37 @@ def test_an_edit_with_the_plain_chain_recomputed_is_caught_by_the_keyed_chain(
     assert result.line == 1
 
 
-def test_a_deleted_record_is_reported_as_missing(tmp_path: Path) -> None:
-    """Line 3 removed: the line now third says seq 3 where seq 2 belongs."""
-    path = tmp_path / "a.jsonl"
-    write_run(path)
-    ls = lines(path)
+def _deleted(ls: list[bytes]) -> None:
     del ls[2]
-    _rewrite(path, ls)
-    result = verify(path)
-    assert isinstance(result, Problem)
-    assert result.line == 3
-    assert "missing" in result.what
 
 
-def test_two_swapped_records_are_reported_out_of_order(tmp_path: Path) -> None:
-    """Lines 2 and 3 swapped: line 2 is out of order."""
-    path = tmp_path / "a.jsonl"
-    write_run(path)
-    ls = lines(path)
+def _swapped(ls: list[bytes]) -> None:
     ls[1], ls[2] = ls[2], ls[1]
-    _rewrite(path, ls)
-    result = verify(path)
-    assert isinstance(result, Problem)
-    assert result.line == 2
-    assert "out of order" in result.what
 
 
-def test_a_record_moved_back_is_reported_out_of_order(tmp_path: Path) -> None:
-    """A record repeated later in its run: out of order."""
+def _repeated(ls: list[bytes]) -> None:
+    ls.insert(3, ls[1])
+
+
+@pytest.mark.parametrize(
+    ("mutate", "line", "what"),
+    [(_deleted, 3, "missing"), (_swapped, 2, "out of order"), (_repeated, 4, "out of order")],
+    ids=["line 3 deleted", "lines 2 and 3 swapped", "line 2 repeated after line 3"],
+)
+def test_a_deleted_swapped_or_moved_record_is_reported_at_its_line(
+    tmp_path: Path, mutate: Any, line: int, what: str
+) -> None:
+    """A deleted record is missing (the next line's seq is one too far); a swapped or
+    repeated one is out of order; each at the first line that no longer follows."""
     path = tmp_path / "a.jsonl"
     write_run(path)
     ls = lines(path)
-    ls.insert(3, ls[1])
+    mutate(ls)
     _rewrite(path, ls)
     result = verify(path)
     assert isinstance(result, Problem)
-    assert (result.line, "out of order" in result.what) == (4, True)
+    assert result.line == line
+    assert what in result.what
 
 
 @pytest.mark.parametrize("cut", [1, 2], ids=["closing record removed", "two records removed"])
