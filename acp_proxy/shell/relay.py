@@ -29,7 +29,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 import attrs
 import trio
@@ -294,41 +294,61 @@ class Relay:
             self._core_busy = False
             self._core_free.set()
 
-    async def _apply(self, actions: list[Action]) -> None:
+    async def _apply(
+        self,
+        actions: list[Action],
+        source: Peer | None = None,
+        incoming: list[Incoming] | None = None,
+    ) -> None:
         """Carries out core actions in order; Sends are grouped per peer.
 
         After an audit record was lost with ``audit.required``, nothing is sent
         (:meth:`_fail_closed`): not even what the failed record was about.
+
+        Args:
+            actions: the core's actions.
+            source: the peer whose ``incoming`` frames gave them, if any.
+            incoming: those frames (their requests are answered if this fails closed).
         """
         if self._audit_failed is not None:
             return
         batch = route_actions(actions, self.audit)
         f = self._audit_file
         if f is not None and f.failure is not None:
-            await self._fail_closed()
+            await self._fail_closed(source, incoming)
             return
         await self._send_routed(batch)
 
-    async def _fail_closed(self) -> None:
+    async def _fail_closed(
+        self, source: Peer | None = None, incoming: list[Incoming] | None = None
+    ) -> None:
         """An audit record could not be written and ``audit.required``: stop forwarding.
 
         The requests in flight both ways are answered with an error saying so
-        (through the core, as if both peers had gone), the agent's input is
-        closed (it is stopped after the grace period), and from now on every
-        request either peer sends is answered with that error, nothing forwarded.
+        (through the core, as if both peers had gone), and so are the requests
+        of ``incoming`` (whose outcome was not sent: the frames that made the
+        failed record); the agent's input is closed (it is stopped after the
+        grace period), and from now on every request either peer sends is
+        answered with that error, nothing forwarded.
         """
         if self._audit_failed is not None:
             return
         self._audit_failed = AUDIT_LOST
         await self._core_ready()
         now = self._now()
+        in_flight = set(self.core.pending_ids(source)) if source is not None else set()
         actions = self.core.peer_closed(Peer.AGENT, now, AUDIT_LOST)
         actions += self.core.peer_closed(Peer.CLIENT, now, AUDIT_LOST)
         await self._send_routed(route_actions(actions, None))  # no record can be written
+        if source is not None and incoming:
+            await self._refuse_all(source, incoming, in_flight)
         await self._channels[Peer.AGENT][0].send(None)
 
-    async def _refuse_all(self, source: Peer, batch: list[Incoming]) -> None:
-        """After :meth:`_fail_closed`: answers each request in ``batch`` with the error."""
+    async def _refuse_all(
+        self, source: Peer, batch: list[Incoming], answered: Collection[object] = ()
+    ) -> None:
+        """After :meth:`_fail_closed`: answers each request in ``batch`` with the error
+        (except those whose id is in ``answered``)."""
         frames: list[bytes] = []
         for item in batch:
             if type(item) is bytes:
@@ -342,7 +362,7 @@ class Relay:
             except Exception:  # not JSON, or nested past the decoder's limit
                 continue
             rid = m.get("id") if type(m) is dict and "method" in m else None
-            if type(rid) is str or type(rid) is int:
+            if (type(rid) is str or type(rid) is int) and rid not in answered:
                 answers.append(error_frame(rid, INTERNAL_ERROR, f"acp-proxy: {AUDIT_LOST}"))
         if answers and not (source is Peer.CLIENT and self._client_gone):
             await self._send_routed({source: answers})
@@ -353,9 +373,14 @@ class Relay:
             await self._channels[peer][0].send(frames)
         self._timer.poke()
 
-    async def _apply_from_thread(self, routed: tuple[dict[Peer, list[bytes]], list[Audit]]) -> None:
+    async def _apply_from_thread(
+        self,
+        routed: tuple[dict[Peer, list[bytes]], list[Audit]],
+        origin: tuple[Peer, list[Incoming]],
+    ) -> None:
         """Writes the records ``AUDIT_SLICE`` at a time (other tasks run between), then sends."""
         batch, records = routed
+        source, incoming = origin
         if self.audit is not None:
             for start in range(0, len(records), AUDIT_SLICE):
                 for record in records[start : start + AUDIT_SLICE]:
@@ -363,7 +388,7 @@ class Relay:
                 await trio.lowlevel.checkpoint()
         f = self._audit_file
         if self._audit_failed is not None or (f is not None and f.failure is not None):
-            await self._fail_closed()
+            await self._fail_closed(source, incoming)
             return
         await self._send_routed(batch)
 
@@ -475,11 +500,12 @@ class Relay:
             else:
                 continue
             if size >= THREAD_THRESHOLD_BYTES:
-                await self._apply_from_thread(await self._handle_in_thread(source, batch))
+                routed = await self._handle_in_thread(source, batch)
+                await self._apply_from_thread(routed, (source, batch))
                 break
         else:
             await self._core_ready()
-            await self._apply(self._handle(source, batch, self._now()))
+            await self._apply(self._handle(source, batch, self._now()), source, batch)
         if source is Peer.AGENT:
             self._drained.set()  # wakes a client-EOF drain waiting for answers
 
