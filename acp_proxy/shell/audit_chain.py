@@ -158,6 +158,7 @@ class ChainedFile:
         self._lost_since = 0  # lost since the last line written (the next one says so)
         self._fragment = False  # a short write left part of a line
         self._told = False
+        self._reopen_told = False
         self._closed = False
         self._fd = -1
         self._ident = (0, 0)
@@ -197,14 +198,18 @@ class ChainedFile:
 
     def _reopen(self, why: str) -> bool:
         """A new file at the path after the old one went away; True when it is open."""
-        after = {"afterSeq": self._seq - 1, "afterChain": self._prev.hex()}
+        after: dict[str, object] = {"afterSeq": self._seq - 1, "afterChain": self._prev.hex()}
+        if self._lost_since:
+            after["lost"] = self._lost_since
         with contextlib.suppress(OSError):
             os.close(self._fd)
         self._fd = -1
         try:
             self._open({"reopened": True, "gap": why, **after})
         except Exception as exc:
-            log.error("the audit log %r cannot be opened again: %s", self.path, exc)
+            if not self._reopen_told:  # tried again at every record; said once
+                self._reopen_told = True
+                log.error("the audit log %r cannot be opened again: %s", self.path, exc)
             return False
         return True
 
@@ -254,6 +259,8 @@ class ChainedFile:
 
     def _gone(self) -> str | None:
         """``"removed"`` / ``"replaced"`` when the path no longer names the open file."""
+        if self._fd < 0:
+            return "removed"  # a reopening failed: try again
         try:
             if os.fstat(self._fd).st_nlink == 0:
                 return "removed"

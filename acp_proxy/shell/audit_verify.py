@@ -129,6 +129,8 @@ def verify_stream(
             if problem is not None:
                 return problem
             assert obj is not None
+            if type(obj.get("lost")) is int:
+                lost += obj["lost"]
             runs += 1
             run = _Run(obj["run"], 1, value, number)
         elif number == 1 and rotated:

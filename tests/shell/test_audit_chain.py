@@ -371,3 +371,30 @@ def test_audit_verify_command_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert ": line 1: " in capsys.readouterr().out
     with pytest.raises(UsageError, match="key-file"):
         run_audit(["verify", str(path), "--key-file", str(tmp_path / "nope")])
+
+
+def test_a_log_replaced_by_a_symlink_is_never_followed_and_loses_records(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not required: the log replaced by a symbolic link: the link is not followed, the
+    records are counted lost (said once), and once a regular file is back it is used."""
+    path = tmp_path / "a.jsonl"
+    target = tmp_path / "bashrc"
+    target.write_text("# rc\n")
+    log = AuditLog.open(str(path), {"run": "r1"})
+    os.unlink(path)
+    path.symlink_to(target)
+    with caplog.at_level(logging.ERROR, "acp_proxy"):
+        for _ in range(3):
+            log.write(Audit(AuditEvent.HELD, "agent->client", {"sessionId": "x"}))
+    assert target.read_text() == "# rc\n"
+    assert log.records_lost == 3
+    assert len([r for r in caplog.records if "cannot be opened again" in r.getMessage()]) == 1
+    path.unlink()
+    log.write(Audit(AuditEvent.RELEASED, "agent->client", {"sessionId": "x"}))
+    log.close()
+    reopened = [json.loads(x) for x in lines(path)]
+    assert (reopened[0]["reopened"], reopened[0]["lost"]) == (True, 3)
+    result = verify(path)
+    assert isinstance(result, Summary)
+    assert "3 records lost" in result.notes[-1]
