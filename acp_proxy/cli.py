@@ -47,7 +47,6 @@ from acp_proxy.config.files import (
     find_command,
     open_regular,
     resolve_audit_paths,
-    state_home,
 )
 from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 
@@ -305,7 +304,9 @@ def _main(argv: list[str]) -> int:
     if mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     run_id = os.urandom(6).hex()
-    audit = _open_audit(cfg, {"pid": os.getpid(), "run": run_id})
+    from acp_proxy.shell.audit_setup import mirror_audit, open_audit
+
+    audit = open_audit(cfg, {"pid": os.getpid(), "run": run_id})
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
@@ -314,7 +315,7 @@ def _main(argv: list[str]) -> int:
     install(hub)
     if hub is not None:
         hub.audit = audit
-        audit = _mirror_audit(hub, audit, {"pid": os.getpid(), "run": run_id})
+        audit = mirror_audit(hub, audit, {"pid": os.getpid(), "run": run_id})
     try:
         status = _run(mode, args, cfg, agent_cmd, audit)
     except AgentSignalled as exc:
@@ -343,23 +344,6 @@ def _main(argv: list[str]) -> int:
 
 #: the exit status after a lost audit record with ``audit.required``
 AUDIT_FAILED_STATUS = 1
-
-
-def _mirror_audit(
-    hub: object, audit: AuditLog | None, context: dict[str, object]
-) -> AuditLog | None:
-    """With ``--otel``, every audit record also goes to the OpenTelemetry log bridge (with
-    no audit file, to the bridge only)."""
-    for observer in getattr(hub, "others", ()):
-        emit = getattr(observer, "audit_record", None)
-        if emit is None:
-            continue
-        if audit is None:
-            from acp_proxy.shell.audit import AuditLog
-
-            audit = AuditLog(open(os.devnull, "w", encoding="utf-8"), context)  # noqa: SIM115
-        audit.mirrors.append(emit)
-    return audit
 
 
 def _die_like_the_agent(signum: int) -> int:
@@ -403,60 +387,6 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
             shown = "the stdio form" if mode == "stdio" else f"--{mode}"
             raise UsageError(f"{option} applies to {where} only, not to {shown}")
     return mode
-
-
-def _open_audit(cfg: Config, context: dict[str, object]) -> AuditLog | None:
-    """The chained audit log ``cfg.audit`` names (``path = ""``: none), its records
-    carrying ``context``; the directory under ``$XDG_STATE_HOME/acp-proxy`` is created 0700.
-
-    Raises:
-        UsageError: it cannot be opened for appending, is not a regular file,
-            or the key file cannot be read.
-    """
-    path = cfg.audit.path
-    if not path:
-        return None
-    from acp_proxy.shell.audit import AuditLog
-    from acp_proxy.shell.audit_chain import read_key
-
-    _make_state_dir(path)
-    check_writable(path, "audit log")
-    key = None
-    if cfg.audit.hmac_key_file:
-        try:
-            key = read_key(cfg.audit.hmac_key_file)
-        except (OSError, ValueError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else str(exc)
-            raise UsageError(
-                f"cannot read audit.hmac_key_file {cfg.audit.hmac_key_file!r}: {why}"
-            ) from None
-    try:
-        return AuditLog.open(
-            path, context, run=str(context["run"]), key=key, required=cfg.audit.required
-        )
-    except OSError as exc:
-        raise UsageError(f"cannot open the audit log {path!r}: {exc.strerror}") from None
-
-
-def _state_dir(path: str) -> str | None:
-    """The ``acp-proxy`` directory under the XDG state home that ``path`` is in, if any."""
-    home = os.path.join(state_home(), "acp-proxy")
-    directory = os.path.dirname(os.path.abspath(path))
-    return home if directory == os.path.abspath(home) else None
-
-
-def _make_state_dir(path: str) -> None:
-    """Creates ``$XDG_STATE_HOME/acp-proxy`` (mode 0700, parents as needed) for ``path``."""
-    home = _state_dir(path)
-    if home is None or os.path.isdir(home):
-        return
-    try:
-        os.makedirs(home, mode=0o700, exist_ok=True)
-        os.chmod(home, 0o700)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot create the audit log's directory {home!r}: {exc.strerror}"
-        ) from None
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -571,7 +501,9 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
 
     config_file = expand_path(rest[0], "the config file")
     cfg = resolve_audit_paths(expand_config_paths(config_io.load_config(config_file)), config_file)
-    notes = _check_audit_files(cfg)
+    from acp_proxy.shell.audit_setup import check_audit_files
+
+    notes = check_audit_files(cfg)
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
     if agent_cmd:
@@ -580,38 +512,3 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
         print(f"# {note}")
     print(config_io.dump_config(cfg), end="")
     return 0
-
-
-def _check_audit_files(cfg: Config) -> list[str]:
-    """Checks the audit log, its key file and the trace as a start would, opening nothing
-    (a FIFO never blocks); returns the lines saying where they are.
-
-    Raises:
-        UsageError: one is a symbolic link, FIFO, device or directory, or cannot be
-            written (the key file: read).
-    """
-    from acp_proxy.config.files import check_readable, not_regular
-
-    notes = []
-    audit = cfg.audit
-    if audit.path:
-        home = _state_dir(audit.path)
-        if home is not None and not os.path.isdir(home):
-            notes.append(f"audit log: {audit.path} (its directory will be created, mode 0700)")
-        else:
-            check_writable(audit.path, "audit.path")
-            notes.append(f"audit log: {audit.path}")
-        chain = "HMAC-SHA256" if audit.hmac_key_file else "SHA-256"
-        notes.append(
-            f"audit chain: {chain}; a lost record "
-            + ("stops the proxy (required)" if audit.required else "is counted (not required)")
-        )
-    if audit.hmac_key_file:
-        kind = not_regular(audit.hmac_key_file)
-        if kind is not None and kind != "a symbolic link":
-            raise UsageError(f"audit.hmac_key_file {audit.hmac_key_file!r} is {kind}, not a file")
-        check_readable(audit.hmac_key_file, "audit.hmac_key_file")
-    if cfg.trace.path:
-        check_writable(cfg.trace.path, "trace.path")
-        notes.append(f"trace: {cfg.trace.path}")
-    return notes
