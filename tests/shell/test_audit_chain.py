@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +21,7 @@ from acp_proxy.errors import UsageError
 from acp_proxy.shell import audit_chain
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.audit_chain import GENESIS, ChainedFile, link
+from acp_proxy.shell.audit_stop import stop_on_audit_failure
 from acp_proxy.shell.audit_verify import Problem, Summary, run_audit, verify_stream
 
 KEY = b"a key the agent cannot read\n"
@@ -398,3 +401,31 @@ def test_a_log_replaced_by_a_symlink_is_never_followed_and_loses_records(
     result = verify(path)
     assert isinstance(result, Summary)
     assert "3 records lost" in result.notes[-1]
+
+
+async def test_a_mode_that_keeps_running_is_stopped_after_a_required_record_is_lost(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """audit.required: a mode that would run forever (a --listen server) is cancelled
+    grace_seconds after the failure, and the status is 1; before it, it runs on."""
+    path = tmp_path / "a.jsonl"
+    log = AuditLog.open(str(path), {"run": "r1"}, required=True)
+    chained = log.chained
+    assert chained is not None
+
+    async def serve_forever() -> int:
+        await trio.sleep_forever()
+        return 0
+
+    async def lose_a_record() -> None:
+        await trio.sleep(100)
+        os.unlink(path)
+        log.write(Audit(AuditEvent.HELD, "agent->client", {"sessionId": "x"}))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lose_a_record)
+        start = trio.current_time()
+        status = await stop_on_audit_failure(chained, 5.0, (serve_forever,))
+    assert status == 1
+    assert trio.current_time() - start == pytest.approx(105.0)
+    assert log.failure is not None
