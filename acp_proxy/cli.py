@@ -11,6 +11,7 @@
     acp-proxy config {default,strict}
     acp-proxy check-config FILE [-- AGENT_CMD ...]
     acp-proxy replay [--config FILE] [--diff] TRACE
+    acp-proxy view TRACE [-o FILE.html | --format conductor -o FILE]
     acp-proxy audit verify FILE [--key-file K]
 
 This module is the only place that maps errors to exit statuses: the
@@ -76,6 +77,8 @@ USAGE = """
       validate a config file and what it names, print the effective config
   acp-proxy replay [--config FILE] [--diff] TRACE
       the decisions a configuration makes on a recorded trace (no agent started)
+  acp-proxy view TRACE [-o FILE.html] [--format conductor]
+      a trace as a page: timeline, session tree, decisions (served, or one file)
   acp-proxy audit verify FILE [--key-file K]
       check an audit log's hash chain: changed, missing, reordered or cut-off records"""
 
@@ -287,6 +290,10 @@ def _main(argv: list[str]) -> int:
         from acp_proxy.shell.replay import run_replay
 
         return run_replay(opts[1:])
+    if opts and opts[0] == "view":
+        from acp_proxy.shell.view import run_view
+
+        return run_view(opts[1:])
     try:
         args, extra = _parser().parse_known_args(opts)
     except SystemExit as exc:  # --help, --version

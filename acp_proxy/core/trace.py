@@ -54,6 +54,11 @@ DECISIONS = ("forwarded", "held", "released", "refused", "dropped", "rewritten",
 
 Record = dict[str, Any]
 
+#: capability keys of a child written in a record's ``child`` (more are left out), and
+#: their longest name (a longer one is left out): the agent chooses them
+MAX_GRANTS = 16
+MAX_GRANT_KEY_CHARS = 64
+
 #: W3C trace context a client request may carry in ``params._meta``, copied to its record
 TRACE_CONTEXT_KEYS = ("traceparent", "tracestate")
 #: longer values are not copied (a W3C ``tracestate`` is at most 512 characters)
@@ -579,6 +584,8 @@ class TracingCore(ProxyCore):
         if decision is None:
             decision = "dropped"
         rec["decision"] = decision
+        if events:
+            self._child_grants(rec, events)
         self._requests_seen(source, rec, now)
         if decision == "held" and raw is not None:
             self._held_seqs.setdefault(raw, []).append(rec["seq"])
@@ -586,6 +593,26 @@ class TracingCore(ProxyCore):
         if gone:
             self._settle_gone(gone, rest, now)
         return actions
+
+    def _child_grants(self, rec: Record, events: list[dict[str, Any]]) -> None:
+        """A child announced or updated: what it grants now, and whether that is fresh."""
+        for ev in events:
+            if ev["event"] in ("child_announced", "child_updated"):
+                child = self.registry.child(ev.get("sessionId"))  # type: ignore[arg-type]
+                if child is None:
+                    return
+                caps = child.capabilities or {}
+                keys = sorted(
+                    k
+                    for k, v in caps.items()
+                    if k != "_meta" and type(v) is dict and len(k) <= MAX_GRANT_KEY_CHARS
+                )
+                rec["child"] = {
+                    "sessionId": child.session_id,
+                    "grants": keys[:MAX_GRANTS],
+                    "fresh": child.fresh,
+                }
+                return
 
     def _requests_seen(self, source: Peer, rec: Record, now: float) -> None:
         """Remembers forwarded requests; gives a response its request's method and duration."""

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import time
-from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -33,6 +32,7 @@ import trio
 
 from acp_proxy.config import Config
 from acp_proxy.errors import UsageError
+from acp_proxy.shell.http_once import host_and_headers, read_request, send_response
 from acp_proxy.shell.observe import DURATION_BUCKETS, Connection, Hub
 from acp_proxy.shell.topology.ws_upgrade import (
     accepted_hosts,
@@ -226,24 +226,11 @@ async def _serve_one(
     cfg: Config,
 ) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
-    request: h11.Request | None = None
-    with trio.move_on_after(REQUEST_TIMEOUT_SECONDS):
-        while request is None:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(4096)
-                conn.receive_data(data)
-                if not data:
-                    return
-            elif isinstance(event, h11.Request):
-                request = event
-            else:
-                return
+    request = await read_request(stream, conn, REQUEST_TIMEOUT_SECONDS)
     if request is None:
         return
     target = request.target.decode("latin-1")
-    host = next((v.decode("latin-1") for k, v in request.headers if k == b"host"), None)
-    headers = [(k, v) for k, v in request.headers if k != b"host"]
+    host, headers = host_and_headers(request)
     path = target.split("?", 1)[0]
     refusal = check_upgrade(
         target,
@@ -260,20 +247,8 @@ async def _serve_one(
         code, ctype, body = refusal[0], "text/plain; charset=utf-8", refusal[1].encode() + b"\n"
     else:
         code, ctype, body = _respond(hub, target)
-    response = h11.Response(
-        status_code=code,
-        reason=HTTPStatus(code).phrase,
-        headers=[
-            ("content-type", ctype),
-            ("content-length", str(len(body))),
-            ("connection", "close"),
-            ("cache-control", "no-store"),
-        ],
-    )
-    with trio.move_on_after(REQUEST_TIMEOUT_SECONDS):  # a reader that never reads
-        await stream.send_all(
-            conn.send(response) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
-        )
+    answer = [("content-type", ctype), ("cache-control", "no-store")]
+    await send_response(stream, conn, code, answer, body, REQUEST_TIMEOUT_SECONDS)
 
 
 async def serve_metrics(

@@ -47,9 +47,11 @@ from acp_proxy.core.wire.jsonrpc import (
     PARSE_ERROR,
     Kind,
     Message,
+    RawId,
     canonical,
     error_frame,
     parse,
+    reply_id,
 )
 from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
@@ -237,7 +239,7 @@ class ProxyCore:
                 lines = self._run(item.data, now) if source is _AGENT else None
                 out.extend(self._frames(source, item.frames(), now) if lines is None else lines)
             elif type(item) is Oversize:
-                rid = request_id_from_prefix(item.prefix) if source is _CLIENT else None
+                rid = request_id_from_prefix(item.prefix, any_type=source is _AGENT)
                 out.extend(self._oversize(source, item.size_bytes, item.complete, rid))
             elif type(item) is Partial:
                 out.extend(self._partial(source, item.size_bytes))
@@ -384,9 +386,11 @@ class ProxyCore:
 
         A client's oversize message is answered with ``-32600``, with its id
         ``rid`` when the shell could read it from the message's start
-        (:func:`~acp_proxy.core.wire.jsonscan.request_id_from_prefix`), else
-        ``null`` (also when ``rid`` is in flight: a later ``id`` could differ);
-        an agent's is dropped. Both are audited.
+        (:func:`~acp_proxy.core.wire.jsonscan.request_id_from_prefix`; an id
+        the proxy does not track as its bytes), else ``null`` (also when
+        ``rid`` is in flight: a later ``id`` could differ); an agent's request
+        whose id can be read is answered ``-32600`` under it, the rest is
+        dropped. All are audited.
         """
         out: list[Action] = []
         self.n.accepted += 1
@@ -399,6 +403,9 @@ class ProxyCore:
             if rid in self.inflight.pending[_CLIENT]:
                 rid = None
             self.ledger.answer(out, _CLIENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
+        elif source is _AGENT and complete and rid is not None:
+            # an agent request: answered under its id's bytes, or it would wait forever
+            self.ledger.answer(out, _AGENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
         else:
             self.n.dropped += 1
         return out
@@ -545,14 +552,14 @@ class ProxyCore:
             if type(sid) is str or sid is None
             else "params.sessionId must be a string"
         )
-        if source is _AGENT:
+        if source is _AGENT and m.kind is not _REQUEST:
             self.agent.refuse(m, out, reason)
             return
-        if m.kind is _REQUEST:
+        if m.kind is _REQUEST:  # answered under its id: the requester never waits
             self.ledger.audit(
                 out, AuditEvent.INVALID_MESSAGE, source, id=m.id, method=m.method, reason=reason
             )
-            self.ledger.answer(out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {reason}")
+            self.ledger.answer(out, source, m.id, INVALID_PARAMS, f"acp-proxy: {reason}")
         else:
             self.ledger.drop(out, m, source, AuditEvent.INVALID_MESSAGE, reason)
 
@@ -576,9 +583,15 @@ class ProxyCore:
         reason = m.reason or "invalid"
         if source is _CLIENT:
             code = PARSE_ERROR if m.parse_error else INVALID_REQUEST
-            rid = None if m.parse_error else m.id
-            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=rid, reason=reason)
+            rid = reply_id(m)
+            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=_audit_id(rid), reason=reason)
             ledger.answer(out, _CLIENT, rid, code, f"acp-proxy: {reason}")
+            return
+        rid = reply_id(m, any_type=True)
+        if rid is not None:  # an agent request: answered under its id's bytes
+            out.append(Report("warning", f"agent sent an invalid request, refused: {reason}"))
+            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=_audit_id(rid), reason=reason)
+            ledger.answer(out, _AGENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
             return
         if m.parse_error:
             self.n.non_json_agent_lines += 1
@@ -611,3 +624,8 @@ class ProxyCore:
                 else AuditEvent.INVALID_MESSAGE
             )
             ledger.drop(out, m, source, event, reason)
+
+
+def _audit_id(rid: Any) -> Any:
+    """An id as an audit record keeps it: a :class:`RawId` as its JSON text."""
+    return rid.text if type(rid) is RawId else rid

@@ -13,6 +13,9 @@ spelling that pydantic peers (``populate_by_name``) read as the camelCase key.
 - :func:`ambiguous`, :func:`misread`: the verdicts per decision level
   (top-level object, ``params``, ``params._meta``, ``params.update``).
 
+Each row below names the SDK reading it closes; a spelling no SDK reads as
+something the proxy decides on is content and is forwarded.
+
 Where the official SDKs read routing and decision keys, and how the proxy
 closes each reading it does not share (non-extension methods; an extension
 method's params are the peer's business and are forwarded untouched):
@@ -27,15 +30,25 @@ Python     ``json.loads(bytes)``: last duplicate key   a duplicate decision key 
 Python     pydantic ``populate_by_name``:              a snake_case alias of a decision key in
            ``session_id`` is ``sessionId``, also       ``params`` or ``params.update`` is
            ``session_update``, ``sender_session_id``,  ambiguous (:data:`SNAKE_PARAMS_KEYS`,
-           ``field_meta`` is ``_meta``                 :data:`SNAKE_UPDATE_KEYS`)
-Python     the router spreads ``params._meta`` into    a ``params._meta`` key naming a decision
-           the handler's keyword arguments, over the   key in any spelling (``session_id``,
-           model fields: ``_meta.session_id`` routes,  ``sessionId``, ``update``, ...:
-           ``_meta.update`` replaces the update        :func:`meta_decision_key`) is ambiguous
-Python     the same spread on governed agent requests  a ``_meta`` key naming a field of the
-           (``_meta.path``, ``_meta.tool_call``,       governed method, and a snake_case alias
-           ``_meta.command``); snake_case aliases      (``tool_call``, ``raw_input``, ...) are
-           ``tool_call``, ``raw_input`` (pydantic)     ambiguous: :func:`governed_misread`
+           ``field_meta`` is ``_meta``                 :data:`SNAKE_UPDATE_KEYS`): a
+                                                       ``params.field_meta`` is read as the
+                                                       ``_meta`` the ``state_update`` dedup reads
+Python     the router builds the handler's keyword     a ``params._meta`` key equal to a
+           arguments from the model's Python field     parameter the proxy decides on is
+           names, then ``kwargs.update(_meta)``:       ambiguous: ``session_id`` (every
+           ``_meta.session_id`` routes to that         non-extension method) and ``update``
+           session, ``_meta.update`` replaces the      (``session/update``):
+           update of ``session/update``; any other     :func:`meta_misread`. ``sessionId``,
+           key (``sessionId``, ``field_meta``,         ``SESSION_ID``, ``field_meta``,
+           ``openhands.dev/metrics``) goes to the      ``session_update``, vendor keys and
+           handler's ``**kwargs``                      metrics in ``_meta`` are content
+Python     the same ``kwargs.update(_meta)`` on the    while rules are active, a ``_meta`` key
+           governed agent requests: ``_meta.path``     equal to a field the rules read
+           of ``fs/*``, ``_meta.tool_call`` /          (:data:`GOVERNED_META_PARAMS`), and a
+           ``options`` of ``request_permission``,      snake_case alias (``tool_call``,
+           ``_meta.command`` / ``args`` / ``cwd`` of   ``raw_input``, ...) in the params, tool
+           ``terminal/create``; pydantic aliases       call, subject or an option are
+           ``tool_call``, ``raw_input``                ambiguous: :func:`governed_misread`
 TS 2.4.0   non-fatal ``TextDecoder`` (bad bytes and    strict UTF-8 as above; a lone surrogate
            encoded surrogates become U+FFFD), then     escape in a decision value (``method``,
            ``trim`` and ``JSON.parse`` (last           a session id, ``sessionUpdate``) is
@@ -245,33 +258,55 @@ SNAKE_UPDATE_KEYS = frozenset(
 )
 SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_update, ...)"
 META_REASON = (
-    "params._meta names a decision key (session_id, sessionId, update, ...): "
-    "an SDK spreads _meta into the handler's arguments"
+    "params._meta names a parameter the proxy decides on (session_id, or update of "
+    "session/update): the Python SDK passes it to the handler in place of the field"
 )
 SURROGATE_REASON = "lone surrogate escape in a decision value (method, sessionId, ...)"
 
-# Decision keys as the Python SDK's handler keyword arguments could receive them
-# from a spread ``_meta``, compared without case and underscores.
-_META_DECISION = frozenset(
-    {"sessionid", "update", "sessionupdate", "sendersessionid", "recipientsessionid", "fieldmeta"}
-)
+#: ``params._meta`` keys the Python SDK router hands a handler as a parameter the
+#: proxy's decision reads (the session id; for ``session/update`` also the update).
+#: The router builds the handler's keyword arguments from the model's Python
+#: field names, then ``kwargs.update(_meta)`` and ``handler(**kwargs)``: only a
+#: key *equal* to a field's Python name replaces that parameter. Every other key
+#: (``sessionId``, ``SESSION_ID``, ``field_meta``, ``session_update``, vendor
+#: keys such as ``openhands.dev/metrics`` or ``zed.dev/...``) lands in the
+#: handler's ``**kwargs``: content, never a decision key.
+META_SESSION_PARAMS = frozenset({"session_id"})
+#: :data:`META_SESSION_PARAMS` of ``session/update`` (``SessionNotification``:
+#: ``session_id``, ``update``): ``_meta.update`` replaces the update the client reads.
+META_UPDATE_PARAMS = frozenset({"session_id", "update"})
 
 
-def meta_decision_key(key: str) -> bool:
-    """True when ``key`` (a decoded ``params._meta`` key) spells a decision key.
+def meta_decision_key(method: str, key: str) -> bool:
+    """True when the decoded ``params._meta`` key ``key`` of ``method`` is a decision key.
 
-    Any case, any underscores: ``session_id``, ``sessionId``, ``SESSION_ID``,
-    ``update``, ``session_update``, ``sender_session_id``, ``field_meta`` ...
+    Exact Python parameter names only (:data:`META_SESSION_PARAMS`,
+    :data:`META_UPDATE_PARAMS` for ``session/update``): ``session_id`` is one,
+    ``sessionId``, ``SESSION_ID`` and ``field_meta`` are not.
     """
-    return key.replace("_", "").lower() in _META_DECISION
+    if method == "session/update":
+        return key in META_UPDATE_PARAMS
+    return key in META_SESSION_PARAMS
 
 
-def misread(params: dict[str, Any]) -> str | None:
-    """Why an SDK could read ``params`` of a non-extension method otherwise, or ``None``.
+def meta_misread(method: str, meta: dict[str, Any]) -> bool:
+    """True when the ``params._meta`` object ``meta`` of ``method`` names a decision key.
+
+    One set operation (``meta``'s keys against :data:`META_SESSION_PARAMS` or
+    :data:`META_UPDATE_PARAMS`).
+    """
+    keys = META_UPDATE_PARAMS if method == "session/update" else META_SESSION_PARAMS
+    return not keys.isdisjoint(meta)
+
+
+def misread(method: str, params: dict[str, Any]) -> str | None:
+    """Why an SDK could read ``params`` of the non-extension ``method`` otherwise, or ``None``.
 
     A snake_case alias of a decision key in ``params`` or ``params.update``
-    (:data:`SNAKE_CASE_REASON`), or a ``params._meta`` that names a decision
-    key (:data:`META_REASON`). One dict lookup for the common shapes.
+    (:data:`SNAKE_CASE_REASON`), or a ``params._meta`` key that the Python SDK
+    hands the handler as a parameter the proxy decides on
+    (:func:`meta_misread`, :data:`META_REASON`). One dict lookup for the
+    common shapes.
     """
     if not SNAKE_PARAMS_KEYS.isdisjoint(params):
         return SNAKE_CASE_REASON
@@ -279,41 +314,27 @@ def misread(params: dict[str, Any]) -> str | None:
     if type(update) is dict and not SNAKE_UPDATE_KEYS.isdisjoint(update):
         return SNAKE_CASE_REASON
     meta = params.get("_meta")
-    if type(meta) is dict and any(meta_decision_key(k) for k in meta):
+    if type(meta) is dict and meta_misread(method, meta):
         return META_REASON
     return None
 
 
 # --- governed agent->client requests (the permission rules read them) -------------
 
-#: Fields of each governed request's ``params`` (and of the tool call and subject
-#: inside a ``session/request_permission``), compared without case and underscores:
-#: the Python SDK router spreads ``params._meta`` into the handler's keyword
-#: arguments, so a ``_meta`` key spelling one of them can replace what the
-#: client reads (``_meta.path``, ``_meta.tool_call``, ``_meta.command`` ...).
-GOVERNED_FIELDS: dict[str, frozenset[str]] = {
-    "session/request_permission": frozenset(
-        {
-            "sessionid",
-            "toolcall",
-            "options",
-            "subject",
-            "toolcallid",
-            "kind",
-            "title",
-            "name",
-            "rawinput",
-            "command",
-            "cwd",
-            "path",
-            "fieldmeta",
-        }
-    ),
-    "fs/read_text_file": frozenset({"sessionid", "path", "line", "limit", "fieldmeta"}),
-    "fs/write_text_file": frozenset({"sessionid", "path", "content", "fieldmeta"}),
-    "terminal/create": frozenset(
-        {"sessionid", "command", "args", "cwd", "env", "outputbytelimit", "fieldmeta"}
-    ),
+#: ``params._meta`` keys of each governed request that the Python SDK router hands
+#: the client's handler in place of a field the permission rules read (exact
+#: Python parameter names of the method's model, as :data:`META_SESSION_PARAMS`):
+#: ``_meta.path`` replaces the ``path`` of ``fs/write_text_file``,
+#: ``_meta.tool_call`` the ``tool_call`` of ``session/request_permission``.
+#: ``subject`` is the v2 field (not in SDK 0.12.1's model; fail closed for the
+#: SDK version that has it). Fields no rule reads (``line``, ``limit``,
+#: ``content``, ``env``, ``output_byte_limit``) and fields of the tool call (the
+#: router spreads ``_meta`` over the params only) are not listed.
+GOVERNED_META_PARAMS: dict[str, frozenset[str]] = {
+    "session/request_permission": frozenset({"session_id", "tool_call", "options", "subject"}),
+    "fs/read_text_file": frozenset({"session_id", "path"}),
+    "fs/write_text_file": frozenset({"session_id", "path"}),
+    "terminal/create": frozenset({"session_id", "command", "args", "cwd"}),
 }
 #: Multi-word fields of governed requests whose snake_case spelling pydantic peers
 #: (``populate_by_name``) accept as the camelCase key, compared without underscores.
@@ -321,8 +342,9 @@ _GOVERNED_SNAKE = frozenset(
     {"toolcall", "toolcallid", "rawinput", "rawoutput", "optionid", "outputbytelimit"}
 )
 GOVERNED_META_REASON = (
-    "params._meta names a field of this governed request (path, cwd, command, toolCall, "
-    "options, ...): the Python SDK spreads _meta into the handler's arguments"
+    "params._meta names a field of this governed request the rules read (path, cwd, "
+    "command, args, tool_call, options, subject): the Python SDK passes it to the "
+    "handler in place of the field"
 )
 GOVERNED_SNAKE_REASON = (
     "snake_case spelling of a field of this governed request (tool_call, raw_input, "
@@ -343,21 +365,19 @@ def governed_misread(method: str, params: dict[str, Any]) -> str | None:
     """Why an SDK could read a governed request's fields otherwise than the rules, or ``None``.
 
     For ``session/request_permission``, ``fs/read_text_file``,
-    ``fs/write_text_file`` and ``terminal/create`` (:data:`GOVERNED_FIELDS`):
-    a ``params._meta`` key naming a field of the method's params or tool call
-    in any spelling (:data:`GOVERNED_META_REASON`), or a snake_case alias of a
+    ``fs/write_text_file`` and ``terminal/create``: a ``params._meta`` key
+    equal to the Python name of a field the rules read
+    (:data:`GOVERNED_META_PARAMS`, :data:`GOVERNED_META_REASON`), or a snake_case alias of a
     multi-word field in ``params``, the tool call, the subject, the subject's
     tool call or an option (:data:`GOVERNED_SNAKE_REASON`). Called only for
     governed requests while rules are active (never on the hot path).
     """
-    fields = GOVERNED_FIELDS.get(method)
+    fields = GOVERNED_META_PARAMS.get(method)
     if fields is None:
         return None
     meta = params.get("_meta")
-    if type(meta) is dict:
-        for key in meta:
-            if type(key) is str and key.replace("_", "").lower() in fields:
-                return GOVERNED_META_REASON
+    if type(meta) is dict and not fields.isdisjoint(meta):
+        return GOVERNED_META_REASON
     if _snake_alias(params):
         return GOVERNED_SNAKE_REASON
     subject = params.get("subject")

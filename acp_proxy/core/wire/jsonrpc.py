@@ -14,8 +14,9 @@ params with pydantic ``populate_by_name``, so it also reads ``session_id`` as
 ``sessionId`` (and ``session_update`` ...): a non-extension request or
 notification spelling a decision key in snake_case in ``params`` or
 ``params.update`` is flagged ``ambiguous`` too (ACP is camelCase on the wire),
-and so is one whose ``params._meta`` names a decision key (the Python SDK
-spreads ``_meta`` into the handler's arguments), or which spells a decision
+and so is one whose ``params._meta`` holds a key the Python SDK hands the
+handler as a parameter the proxy decides on (``session_id``; ``update`` of
+``session/update``), or which spells a decision
 value (method, a session id) with a lone surrogate escape. The table of
 what each SDK reads is in :mod:`~acp_proxy.core.wire.guard`.
 
@@ -52,7 +53,14 @@ from acp_proxy.core.wire.guard import (
     nested_deeper_than,
     strict_loads,
 )
-from acp_proxy.core.wire.views import TooDense, decode_view, nesting_exceeds, strict_utf8
+from acp_proxy.core.wire.views import (
+    ID_KEY,
+    VIEW_KEY,
+    TooDense,
+    decode_view,
+    nesting_exceeds,
+    strict_utf8,
+)
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -66,11 +74,13 @@ __all__ = [
     "SNAKE_UPDATE_KEYS",
     "Kind",
     "Message",
+    "RawId",
     "canonical",
     "dumps",
     "error_frame",
     "exact_body",
     "parse",
+    "reply_id",
     "too_deep",
 ]
 
@@ -82,6 +92,39 @@ INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 
 JsonId = str | int
+
+
+class RawId:
+    """An id read from a frame as its bytes, to answer a refusal under, spelled as it came.
+
+    For an id JSON-RPC allows that the proxy does not track (a number with a
+    fraction or an exponent, an integer beyond +-(2**53 - 1) or 2**64, one
+    past Python's 4300-digit limit), and toward the agent for any id it sent.
+    Never tracked, never equal to a ``str`` / ``int`` id, never in audit
+    fields (:attr:`text` is). :func:`error_frame` splices :attr:`raw`.
+
+    Attributes:
+        raw: the id's JSON text exactly as received (no surrounding whitespace).
+    """
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    @property
+    def text(self) -> str:
+        """The id's JSON text (for audit records and logs)."""
+        return self.raw.decode("utf-8", "replace")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is RawId and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash((RawId, self.raw))
+
+    def __repr__(self) -> str:
+        return f"RawId({self.raw[:40]!r})"
 
 
 class Kind(enum.Enum):
@@ -254,7 +297,7 @@ def classify(raw: bytes, body: Any) -> Message:
             else:
                 m = Message(raw, _INVALID, body, None, method, params)
             if params is not None and method[:1] != "_":
-                why = misread(params)
+                why = misread(method, params)
                 if why is not None:
                     m.ambiguous = True
                     m.reason = why
@@ -284,7 +327,7 @@ def _classify_slow(raw: bytes, body: dict[str, Any], rid: Any, rid_ok: bool) -> 
         m.method = method
         m.params = params if isinstance(params, dict) else None
         if m.params is not None and not method.startswith("_"):
-            why = misread(m.params)
+            why = misread(method, m.params)
             if why is not None:
                 m.ambiguous = True
                 m.reason = why
@@ -340,8 +383,11 @@ def too_deep(raw: bytes, max_depth: int) -> Message:
     out of stack, the bytes scanned), so it never depends on the call stack.
     """
     m = Message(raw, _INVALID, None)
-    m.reason = f"nested deeper than {max_depth} levels (limits.max_nesting_depth)"
+    m.reason = f"{_DEEP}{max_depth} levels (limits.max_nesting_depth)"
     return m
+
+
+_DEEP = "nested deeper than "
 
 
 #: Fewest bytes per JSON value, on average, that a frame over
@@ -430,10 +476,7 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_dep
         m.reason = "not valid JSON: not strict UTF-8"
         return m
     if _LONG_NUMBER.search(raw):  # as the whole-frame decoders refuse it (Python's limit)
-        m = Message(raw, _INVALID, None)
-        m.parse_error = True
-        m.reason = "not valid JSON: an integer of more than 4300 digits"
-        return m
+        return _long_integer(raw)
     first = _FIRST.match(raw)
     lead = raw[first.end() : first.end() + 1] if first is not None else b""
     if lead == b"[":
@@ -456,9 +499,26 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_dep
         m.reason = dense_reason(dense_bytes, min_bytes_per_value)
         return m
     m = classify(raw, body)
-    if reason is not None and m.kind is not _INVALID:
-        m.ambiguous = True
-        m.reason = reason
+    if reason is not None:
+        if m.kind is not _INVALID:
+            m.ambiguous = True
+        m.reason = reason  # an unreadable id stays invalid: answered under null
+    return m
+
+
+def _long_integer(raw: bytes) -> Message:
+    """The verdict on a frame holding an integer of more than 4300 digits (Python's
+    ``int`` limit): the Python SDK cannot read it, the TypeScript SDK reads a float.
+    Refused as invalid, so that its id can be answered (:func:`reply_id`); a
+    parse error when the frame is not JSON otherwise either."""
+    m = Message(raw, _INVALID, None)
+    try:
+        _ID_MEMBERS.decode(raw)  # validates the whole frame, converts no number
+    except (msgspec.DecodeError, RecursionError):
+        m.parse_error = True
+        m.reason = "not valid JSON: an integer of more than 4300 digits"
+        return m
+    m.reason = "an integer of more than 4300 digits (peers read it differently)"
     return m
 
 
@@ -502,6 +562,8 @@ def _parse_strict(raw: bytes, max_depth: int) -> Message:
     except ValueError as exc:
         if nesting_exceeds(raw, max_depth):  # deep and invalid: as deep, at any stack depth
             return too_deep(raw, max_depth)
+        if _LONG_NUMBER.search(raw) and strict_utf8(raw):
+            return _long_integer(raw)
         m = Message(raw, _INVALID, None)
         m.parse_error = True
         m.reason = f"not valid JSON: {_short(str(exc))}"
@@ -569,11 +631,12 @@ def dumps(value: Any, *, allow_nan: bool = True) -> bytes:
         return text.encode("ascii")
 
 
-def error_frame(rid: JsonId | None, code: int, message: str, data: Any = None) -> bytes:
+def error_frame(rid: JsonId | RawId | None, code: int, message: str, data: Any = None) -> bytes:
     """Builds a JSON-RPC error response frame (JSON-RPC 2.0 section 5.1).
 
     Args:
-        rid: the id of the request answered, or ``None`` when unknown.
+        rid: the id of the request answered (a :class:`RawId` is written as its
+            bytes), or ``None`` when unknown.
         code: the JSON-RPC error code (docs/protocol.md section 6).
         message: a one-line human-readable description.
         data: optional structured detail; omitted when ``None``.
@@ -584,4 +647,57 @@ def error_frame(rid: JsonId | None, code: int, message: str, data: Any = None) -
     err: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         err["data"] = data
+    if type(rid) is RawId:
+        return b'{"jsonrpc":"2.0","id":' + rid.raw + b',"error":' + dumps(err) + b"}"
     return dumps({"jsonrpc": "2.0", "id": rid, "error": err})
+
+
+class _IdMembers(msgspec.Struct, forbid_unknown_fields=False):
+    id: msgspec.Raw = msgspec.Raw()
+    method: msgspec.Raw = msgspec.Raw()
+
+
+_ID_MEMBERS = msgspec.json.Decoder(_IdMembers)
+_NUMBER_OR_STRING = frozenset(b'"-0123456789')
+
+
+def reply_id(m: Message, any_type: bool = False) -> JsonId | RawId | None:
+    """The id a refusal of the request ``m`` is answered under, spelled as it came.
+
+    ``m.id`` when the proxy tracks it; else the id's bytes (:class:`RawId`) when
+    they can be read unambiguously: the frame is JSON (strict UTF-8, not a
+    parse error), not nested past the limit, has one top-level ``id`` in any
+    spelling, and a ``method`` (a request); and the id is a number or a string
+    (JSON-RPC 2.0 section 5: otherwise ``null``), or anything but ``null``
+    with ``any_type`` (toward the agent: it waits for an answer under the id
+    it wrote). Else ``None``. Reads the bytes again (one msgspec pass that
+    builds nothing but two raw members): only on a refusal, never on the hot path.
+    """
+    body = m.body
+    if isinstance(body, dict) and "id" in getattr(body, "dups", ()):
+        return None  # which id a peer reads depends on its parser
+    if m.id is not None:
+        return m.id
+    reason = m.reason
+    if m.parse_error or m.kind is _BATCH or (reason is not None and reason.startswith(_DEEP)):
+        return None
+    raw = m.raw
+    if (not isinstance(body, dict) or VIEW_KEY in body) and len(ID_KEY.findall(raw)) > 1:
+        return None  # not decoded whole: no duplicate detection, so count the spellings
+    try:
+        members = _ID_MEMBERS.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    rid = bytes(members.id)
+    if not rid or not len(members.method) or (rid == b"null" and not any_type):
+        return None
+    if not (any_type or rid[0] in _NUMBER_OR_STRING):
+        return None
+    if rid[0] == 0x22 or len(rid) < 20:  # a tracked id is its value: in-flight checks see it
+        try:
+            value = json.loads(rid)
+        except ValueError:
+            value = None
+        if type(value) is str or (type(value) is int and -_SAFE_INT < value < _SAFE_INT):
+            return value
+    return RawId(rid)

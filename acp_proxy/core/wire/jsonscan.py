@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from acp_proxy.core.wire.jsonrpc import dumps
+from acp_proxy.core.wire.jsonrpc import RawId, dumps
 from acp_proxy.core.wire.views import OPAQUE, VIEW_KEY
 from acp_proxy.core.wire.views import TOKEN as _TOKEN
 
@@ -101,13 +101,17 @@ def member_spans(
 _SAFE_INT = 2**53
 
 
-def request_id_from_prefix(prefix: bytes) -> Any:
+def request_id_from_prefix(prefix: bytes, any_type: bool = False) -> Any:
     """The id of the request that ``prefix`` begins, when the prefix alone shows it; else None.
 
     For an oversize message (only its start kept): the top-level members
     complete in ``prefix`` must include ``method`` and exactly one ``id``
-    (keys compared decoded, so an escaped spelling counts twice) that is a
-    string or a safe integer, and no ``result`` / ``error``. A second ``id``
+    (keys compared decoded, so an escaped spelling counts twice) and no
+    ``result`` / ``error``. A string or a safe integer comes back decoded; any
+    other number (a fraction, an exponent, an integer past 2**53) as a
+    :class:`~acp_proxy.core.wire.jsonrpc.RawId` of its bytes, and so does any
+    other non-null value with ``any_type`` (toward the agent); a boolean, array
+    or object id otherwise gives None (JSON-RPC 2.0 section 5). A second ``id``
     after the prefix cannot be seen: callers must not answer an id in flight.
     """
     dups: set[str] = set()
@@ -117,13 +121,16 @@ def request_id_from_prefix(prefix: bytes) -> Any:
     if "result" in spans or "error" in spans or "id" not in spans:
         return None
     start, end = spans["id"]
+    text = prefix[start:end]
     try:
-        rid = json.loads(prefix[start:end])
-    except ValueError:
-        return None
+        rid = json.loads(text)
+    except ValueError:  # an integer past Python's 4300-digit limit: still a number
+        return RawId(text) if text[:1] in b"-0123456789" else None
     if type(rid) is str or (type(rid) is int and -_SAFE_INT < rid < _SAFE_INT):
         return rid
-    return None
+    if rid is None or not (any_type or type(rid) is int or type(rid) is float):
+        return None
+    return RawId(text)
 
 
 def _decode_key(token: bytes) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_decision_key
+from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_misread
 from acp_proxy.core.wire.runs import Envelope, update_kind
 
 __all__ = [
@@ -78,7 +78,6 @@ NEEDS_WITH_TOOLS: dict[str, str | None] = {**NEEDS, "tool_call": None, "tool_cal
 CANCEL_REQUEST = "$/cancel_request"
 _NEVER: Any = object()
 _NOT_IN_NOTIFICATIONS = frozenset({"id", "result", "error"})
-_PARAMS_SLOW_KEYS = SNAKE_PARAMS_KEYS | {"_meta"}
 
 
 def uninspected(body: Any, known: Collection[str], needs: dict[str, str | None] = NEEDS) -> bool:
@@ -88,7 +87,9 @@ def uninspected(body: Any, known: Collection[str], needs: dict[str, str | None] 
     canonical frame, or a non-ambiguous message's body). True for a JSON-RPC
     2.0 notification (string ``method``, no ``id`` / ``result`` / ``error``)
     whose ``params`` is absent, or an object without snake_case decision keys
-    or ``_meta`` that names a session in ``known`` (or none) and whose update
+    or a ``_meta`` naming a decision parameter (:func:`~acp_proxy.core.wire.guard.meta_misread`;
+    ``field_meta``, vendor keys and metrics are content) that names a session in
+    ``known`` (or none) and whose update
     :data:`UPDATE_RULES` does not mark for inspection (``needs``: :data:`NEEDS`,
     or :data:`NEEDS_WITH_TOOLS`). One call per message on the hot path.
     """
@@ -104,8 +105,12 @@ def uninspected(body: Any, known: Collection[str], needs: dict[str, str | None] 
     params = body.get("params")
     if params is None:
         return True
-    if type(params) is not dict or not _PARAMS_SLOW_KEYS.isdisjoint(params):
-        return False  # snake_case aliases, and _meta (spread by an SDK): parse decides
+    if type(params) is not dict or not SNAKE_PARAMS_KEYS.isdisjoint(params):
+        return False  # snake_case aliases: parse decides
+    if "_meta" in params:
+        meta = params["_meta"]
+        if type(meta) is not dict or meta_misread(method, meta):
+            return False  # a parameter the Python SDK reads from _meta: parse decides
     sid = params.get("sessionId")
     if type(sid) is str:
         if sid not in known:
@@ -133,7 +138,8 @@ def envelope_uninspected(
 
     The envelope's type already rules out ``id`` / ``result`` / ``error``
     and a snake_case ``session_id`` in ``params`` (unknown keys refused);
-    a ``params._meta`` naming a decision key is left to the full parse.
+    a ``params._meta`` naming a decision parameter
+    (:func:`~acp_proxy.core.wire.guard.meta_misread`) is left to the full parse.
     """
     if env.jsonrpc != "2.0":
         return False
@@ -144,7 +150,7 @@ def envelope_uninspected(
     if not SNAKE_UPDATE_KEYS.isdisjoint(upd):
         return False
     meta = params.meta
-    if type(meta) is dict and any(meta_decision_key(k) for k in meta):
+    if type(meta) is dict and meta_misread(env.method, meta):
         return False
     if env.method != "session/update":
         return True

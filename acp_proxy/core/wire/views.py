@@ -35,6 +35,7 @@ from msgspec import Raw
 
 __all__ = [
     "FIELD_BYTES",
+    "ID_KEY",
     "MAX_REFS",
     "OPAQUE",
     "VIEW_KEY",
@@ -87,6 +88,9 @@ class TooDense(ValueError):
 DUPLICATE_REASON = (
     "a decision key occurs twice in one object (first-wins and last-wins readers differ)"
 )
+#: Every spelling of the key ``id`` in JSON text (``i`` and ``d`` escaped or not; their
+#: hex digits have no letters): a frame with one match at most has at most one top-level id.
+ID_KEY = re.compile(rb'"(?:i|\\u0069)(?:d|\\u0064)"')
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 #: A JSON string (escapes included) or one structural character (also used by jsonscan).
 TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
@@ -457,12 +461,15 @@ def decode_view(raw: bytes, min_bytes_per_value: int = 48) -> tuple[Any, str | N
     try:
         body = _level(Raw(raw), _TOP, reasons, _plain(raw), min_bytes_per_value)
     except Ambiguous as exc:
-        # refused: only what names the answer (jsonrpc, id, method) is read
+        # refused: only what names the answer (jsonrpc, id, method) is read; the id
+        # only when it is not itself repeated (else the answer goes under null)
         top = _STRUCTS[_TOP].decode(raw)
         body = {VIEW_KEY: Raw(raw)}
         for name in ("jsonrpc", "id", "method"):
             value: Raw = getattr(top, name)
             if len(value):
                 body[name] = _value(value)
+        if "id" in body and len(ID_KEY.findall(raw)) > 1:
+            body["id"] = OPAQUE  # the id itself may be the repeated key: none is read
         return body, str(exc)
     return body, (reasons[0] if reasons else None)

@@ -441,7 +441,7 @@ def test_invalid_json_from_client_gets_parse_error_with_null_id(raw: bytes) -> N
         (b'{"jsonrpc":"1.0","id":5,"method":"x"}', 5),
         (b'{"jsonrpc":"2.0","id":"q","method":"x","params":3}', "q"),
         (b'{"jsonrpc":"2.0","id":6}', 6),
-        (b'{"jsonrpc":"2.0","id":1.5,"method":"x"}', None),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"x"}', 1.5),  # untracked: under its bytes
         (b"[]", None),
         (b"42", None),
     ],

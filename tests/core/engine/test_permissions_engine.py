@@ -572,11 +572,11 @@ def test_large_governed_field_that_cannot_be_read_fails_closed() -> None:
     ("method", "params"),
     [
         ("fs/write_text_file", {"path": "/ws/ok", "content": "x", "_meta": {"path": "/etc/x"}}),
-        ("fs/read_text_file", {"path": "/ws/a", "_meta": {"PATH": "/home/u/.ssh/id_rsa"}}),
+        ("fs/read_text_file", {"path": "/ws/a", "_meta": {"path": "/home/u/.ssh/id_rsa"}}),
         ("terminal/create", {"command": "ls", "_meta": {"command": "curl", "cwd": "/"}}),
-        ("terminal/create", {"command": "ls", "_meta": {"output_byte_limit": 1}}),
+        ("terminal/create", {"command": "ls", "_meta": {"args": ["-rf", "/"]}}),
         (RP, {"toolCall": {"toolCallId": "t", "kind": "read"}, "_meta": {"tool_call": {}}}),
-        (RP, {"toolCall": {"toolCallId": "t", "kind": "read"}, "_meta": {"toolCall": {}}}),
+        (RP, {"toolCall": {"toolCallId": "t", "kind": "read"}, "_meta": {"subject": {}}}),
         (RP, {"toolCall": {"toolCallId": "t", "kind": "read"}, "_meta": {"options": []}}),
         # finding 3: snake_case aliases pydantic peers read as the camelCase field
         (RP, {"tool_call": {"toolCallId": "t", "kind": "fetch"}}),
@@ -601,6 +601,78 @@ def test_governed_request_an_sdk_reads_otherwise_is_refused(
     assert "ambiguous" in error["message"]
     [record] = audits(out, "request_refused")
     assert "ambiguous" in record.fields["reason"]
+    assert_accounting(core)
+
+
+class _SdkClient:
+    """A client for the real Python SDK router: records the arguments each handler gets."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, Any] = {}
+
+    async def read_text_file(self, **kw: Any) -> dict[str, str]:
+        self.got = kw
+        return {"content": ""}
+
+    async def write_text_file(self, **kw: Any) -> None:
+        self.got = kw
+
+    async def create_terminal(self, **kw: Any) -> dict[str, str]:
+        self.got = kw
+        return {"terminalId": "t"}
+
+    async def request_permission(self, **kw: Any) -> dict[str, Any]:
+        self.got = kw
+        return {"outcome": {"outcome": "cancelled"}}
+
+
+def sdk_reads(raw: bytes) -> dict[str, Any]:
+    """The keyword arguments the real Python SDK (``acp`` 0.12.1) client router hands its
+    handler for the request ``raw`` (pydantic models dumped as the wire spells them)."""
+    import asyncio
+
+    from acp.client.router import build_client_router
+
+    client = _SdkClient()
+    msg = json.loads(raw)
+    asyncio.run(build_client_router(client)(msg["method"], msg["params"], False))  # type: ignore[arg-type]
+    return {
+        k: v.model_dump(by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
+        for k, v in client.got.items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "field", "wire"),
+    [
+        # spellings the SDK passes in **kwargs: the handler's field is the one decided on
+        ("fs/read_text_file", {"path": "/ws/a", "_meta": {"PATH": "/etc/x"}}, "path", "path"),
+        ("fs/read_text_file", {"path": "/ws/a", "_meta": {"line": 3}}, "path", "path"),
+        ("terminal/create", {"command": "ls", "_meta": {"output_byte_limit": 1}}, "cwd", "cwd"),
+        (RP, {"_meta": {"toolCall": {"kind": "fetch"}}}, "tool_call", "toolCall"),
+        (RP, {"_meta": {"field_meta": {"openhands.dev/metrics": {}}}}, "tool_call", "toolCall"),
+    ],
+)
+def test_governed_request_whose_meta_names_no_field_the_rules_read_is_decided_as_usual(
+    method: str, params: dict[str, Any], field: str, wire: str
+) -> None:
+    """A ``_meta`` key the Python SDK does not hand over a field the rules read is content."""
+    core = make_core(HARDENED)
+    start(core)
+    if method == RP:
+        body = json.loads(v1_ask(9, "read"))["params"]
+        raw = req(9, RP, {**body, **params})
+    else:
+        full = {"cwd": "/ws", **params} if method == "terminal/create" else params
+        raw = req(9, method, {"sessionId": "S", **full})
+    out = core.receive(AGENT, raw, 0.0)
+    if method == RP:
+        assert selected(sends(out, AGENT)[0])["optionId"] == "yes"  # allowed as a read
+    else:
+        assert sends(out, CLIENT) == [raw]
+    assert audits(out, "request_refused") == []
+    # the SDK's handler gets the field the rules decided on, not a _meta value
+    assert sdk_reads(raw)[field] == json.loads(raw)["params"][wire]
     assert_accounting(core)
 
 

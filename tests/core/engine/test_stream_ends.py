@@ -21,6 +21,7 @@ from support.corekit import (
 from acp_proxy.config import Config, HoldConfig
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import LineFramer, Oversize
+from acp_proxy.core.wire.jsonrpc import RawId
 from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 
 
@@ -45,8 +46,10 @@ def _cancel(rid: Any) -> bytes:
         (b'{"jsonrpc":"2.0","id":12', None),  # the id may go on: 123...
         (b'{"id":1,"method":"m","\\u0069d":2,"params":"', None),  # id twice (one escaped)
         (b'{"id":1,"result":{},"method":"m","params":"', None),  # a response
-        (b'{"id":1.5,"method":"m","params":"', None),  # not a valid id
-        (b'{"id":9007199254740993,"method":"m","params":"', None),  # unsafe integer
+        (b'{"id":1.5,"method":"m","params":"', RawId(b"1.5")),  # untracked: its bytes
+        (b'{"id":9007199254740993,"method":"m","params":"', RawId(b"9007199254740993")),
+        (b'{"id":' + b"9" * 5000 + b',"method":"m","params":"', RawId(b"9" * 5000)),
+        (b'{"id":true,"method":"m","params":"', None),  # a type JSON-RPC does not allow
         (b'{"id":null,"method":"m","params":"', None),
         (b'[{"id":1,"method":"m"},', None),  # a batch
         (b'{"jsonrpc":"2.0","method":"m","params":{"t":"x\\",\\"id\\":5,', None),

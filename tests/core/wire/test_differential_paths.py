@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from acp.agent.router import build_agent_router
+from acp.client.router import build_client_router
 from hypothesis import given
 from hypothesis import strategies as st
 from support.corekit import (
@@ -117,15 +118,13 @@ def _sids(body: Any, *, spread_meta: bool) -> set[str]:
     for key in ("sessionId", "session_id"):  # pydantic populate_by_name
         if isinstance(params.get(key), str):
             out.add(params[key])
-    if spread_meta:  # router: params.update(_meta) then func(**params)
+    if spread_meta:  # router: kwargs.update(_meta) then func(**kwargs)
         for mkey in ("_meta", "field_meta"):
             meta = params.get(mkey)
-            if isinstance(meta, dict):
-                out |= {
-                    v
-                    for k, v in meta.items()
-                    if isinstance(v, str) and k.replace("_", "").lower() == "sessionid"
-                }
+            # only the exact Python name replaces the parameter; any other spelling
+            # (sessionId, SESSION_ID) lands in the handler's **kwargs
+            if isinstance(meta, dict) and isinstance(meta.get("session_id"), str):
+                out.add(meta["session_id"])
     return out
 
 
@@ -167,21 +166,42 @@ class _RecordingAgent:
         return {"stopReason": "end_turn"}
 
 
-def sdk_sids(raw: bytes) -> list[Any]:
-    """The session ids the real Python SDK (``acp`` 0.12.1) router hands its handlers."""
+def _dispatch(raw: bytes, router: Any) -> None:
+    """Hands the line ``raw`` to a real Python SDK router (validation errors: nothing)."""
     try:
         msg = json.loads(raw)  # what acp's stdio transport does with a line
     except ValueError:
-        return []
-    agent = _RecordingAgent()
-    router = build_agent_router(agent)  # type: ignore[arg-type]
+        return
 
     async def run() -> None:
         with contextlib.suppress(Exception):  # a validation error: nothing dispatched
             await router(msg["method"], msg.get("params"), "id" not in msg)
 
     asyncio.run(run())
+
+
+def sdk_sids(raw: bytes) -> list[Any]:
+    """The session ids the real Python SDK (``acp`` 0.12.1) router hands its handlers."""
+    agent = _RecordingAgent()
+    _dispatch(raw, build_agent_router(agent))  # type: ignore[arg-type]
     return agent.seen
+
+
+class _RecordingClient:
+    """A client for the real Python SDK router: records the session ``session_update`` gets."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def session_update(self, session_id: Any, update: Any, **_: Any) -> None:
+        self.seen.append(session_id)
+
+
+def sdk_client_sids(raw: bytes) -> list[Any]:
+    """Session ids the real Python SDK (``acp`` 0.12.1) client router gives ``session_update``."""
+    client = _RecordingClient()
+    _dispatch(raw, build_client_router(client))  # type: ignore[arg-type]
+    return client.seen
 
 
 def _core() -> ProxyCore:
@@ -261,6 +281,7 @@ def test_no_agent_spelling_delivers_unannounced_child_traffic(frame: bytes) -> N
         for sent in to_client:
             readers = py_sids(sent) | js_sids(sent)
             assert readers <= {"P"}, (frame, sent, readers)
+            assert set(sdk_client_sids(sent)) <= {"P"}, (frame, sent)
     assert results[1] == results[0]
     assert results[2] == results[0]
 
