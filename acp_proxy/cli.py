@@ -86,6 +86,8 @@ USAGE = """
 _MODE_OPTIONS = {
     "max_connections": ("--max-connections", ("listen",), "--listen"),
     "token_file": ("--token-file", ("listen", "connect"), "--listen and --connect"),
+    "tokens_file": ("--tokens-file", ("listen",), "--listen"),
+    "no_token": ("--no-token", ("listen",), "--listen"),
     "upstream": ("--upstream", ("listen",), "--listen"),
     "watch_config": (
         "--watch-config",
@@ -128,6 +130,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--connect", metavar="URL", help="the agent is a remote ACP WebSocket endpoint")
     p.add_argument("--token-file", metavar="FILE", help="bearer token file for --listen/--connect")
     p.add_argument(
+        "--tokens-file",
+        metavar="FILE",
+        help="--listen: named principals, one 'NAME TOKEN' or 'NAME sha256:HEX' per line (0600)",
+    )
+    p.add_argument(
+        "--no-token",
+        action="store_const",
+        const=True,
+        help="--listen on loopback: no bearer token (every local user can connect)",
+    )
+    p.add_argument(
         "--upstream",
         metavar="URL",
         help="--listen: the agent is a remote ACP WebSocket endpoint (one connection per client)",
@@ -156,6 +169,12 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics",
         metavar="ADDR",
         help="serve /metrics, /healthz, /readyz, /status at HOST:PORT (e.g. 127.0.0.1:9464)",
+    )
+    p.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run the agent confined by the OS sandbox of [sandbox] (engine: srt); "
+        "overrides [sandbox] enabled",
     )
     p.add_argument(
         "--otel",
@@ -215,6 +234,9 @@ def effective_config(args: argparse.Namespace) -> Config:
         if args.token_file is not None:
             path = expand_path(args.token_file, "--token-file")
             cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, token_file=path))
+        if args.tokens_file is not None:
+            path = expand_path(args.tokens_file, "--tokens-file")
+            cfg = attrs.evolve(cfg, listen=attrs.evolve(cfg.listen, tokens_file=path))
         if args.trace is not None or args.trace_content:
             trace = cfg.trace
             if args.trace is not None:
@@ -230,9 +252,23 @@ def effective_config(args: argparse.Namespace) -> Config:
             cfg = attrs.evolve(
                 cfg, listen=attrs.evolve(cfg.listen, max_connections=args.max_connections)
             )
+        if getattr(args, "sandbox", False):
+            cfg = attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, enabled=True))
     except ValueError as exc:
         raise ConfigError("command line", str(exc)) from exc
-    return expand_config_paths(cfg)
+    return resolve_sandbox_workspace(expand_config_paths(cfg))
+
+
+def resolve_sandbox_workspace(cfg: Config) -> Config:
+    """``cfg`` with ``[sandbox] workspace`` made absolute (``[]``: the working directory)
+    when the sandbox is on: the core compares session directories with these roots."""
+    if not cfg.sandbox.enabled:
+        return cfg
+    from acp_proxy.config.sandbox_settings import workspace_roots
+
+    home = os.path.expanduser("~")
+    roots = workspace_roots(cfg.sandbox, cwd=os.getcwd(), home=home)
+    return attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, workspace=roots))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -308,12 +344,20 @@ def _main(argv: list[str]) -> int:
     mode = _mode(args, agent_cmd)
     _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
     cfg = effective_config(args)
+    _protect_own_files(args, cfg)
     if mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
+    if mode == "listen":
+        from acp_proxy.shell.topology.principals import listen_token
+
+        cfg, args.generated_token = listen_token(cfg, args.listen, no_token=bool(args.no_token))
     run_id = os.urandom(6).hex()
     from acp_proxy.shell.audit_setup import mirror_audit, open_audit
 
     audit = open_audit(cfg, {"pid": os.getpid(), "run": run_id})
+    cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
+    if refusal is not None:
+        return _fail_closed(mode, cfg, refusal, audit)
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
@@ -351,6 +395,68 @@ def _main(argv: list[str]) -> int:
 
 #: the exit status after a lost audit record with ``audit.required``
 AUDIT_FAILED_STATUS = 1
+
+
+def _confine(
+    mode: str,
+    args: argparse.Namespace,
+    cfg: Config,
+    agent_cmd: list[str],
+    audit: AuditLog | None,
+) -> tuple[Config, list[str], str | None]:
+    """Puts the agent command inside the sandbox when ``[sandbox]`` is on (issue 24).
+
+    Returns:
+        The config (sandbox off where it does not apply: a remote agent), the
+        agent command to run, and the reason the required sandbox could not
+        start (``None`` when it started, or is off, or is not required).
+    """
+    if not cfg.sandbox.enabled:
+        return cfg, agent_cmd, None
+    if not agent_cmd:  # --connect, --upstream, --chain: acp-proxy starts no agent
+        log.warning("[sandbox] does not apply: acp-proxy does not start the agent in this mode")
+        return attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, enabled=False)), agent_cmd, None
+    from acp_proxy.core.actions import Audit, AuditEvent
+    from acp_proxy.shell.sandbox import SandboxUnavailable, prepare_sandbox
+
+    config_file = expand_path(args.config, "--config") if args.config else None
+    log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
+    try:
+        sandbox = prepare_sandbox(cfg, config_file=config_file, log_file=log_file)
+    except SandboxUnavailable as exc:
+        if audit is not None:
+            fields = {"reason": exc.reason, "required": cfg.sandbox.required}
+            audit.write(Audit(AuditEvent.SANDBOX_FAILED, None, fields))
+        if cfg.sandbox.required:
+            return cfg, agent_cmd, exc.reason
+        log.warning("the sandbox could not start; the agent runs UNCONFINED: %s", exc.reason)
+        off = attrs.evolve(cfg.sandbox, enabled=False)
+        return attrs.evolve(cfg, sandbox=off), agent_cmd, None
+    log.info("sandbox: %s %s, settings %s", sandbox.engine, sandbox.version, sandbox.digest)
+    if audit is not None:
+        audit.write(Audit(AuditEvent.SANDBOX_STARTED, None, sandbox.record()))
+    return cfg, sandbox.wrap(agent_cmd), None
+
+
+def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) -> int:
+    """The required sandbox could not start: no agent runs. On stdio the client's first
+    request is answered with the reason; the proxy exits with status 126."""
+    from acp_proxy.shell.topology.refuse import SANDBOX_FAILED_STATUS, refuse_first_request
+
+    print(f"acp-proxy: the sandbox could not start: {reason}", file=sys.stderr, flush=True)
+    try:
+        if mode == "stdio":
+            from acp_proxy.shell.transport.stdio import open_stdio_transport
+
+            async def refuse() -> int:
+                client = open_stdio_transport(cfg.limits.max_message_bytes)
+                return await refuse_first_request(client, reason)
+
+            return trio.run(refuse)
+        return SANDBOX_FAILED_STATUS
+    finally:
+        if audit is not None:
+            audit.close()
 
 
 def _die_like_the_agent(signum: int) -> int:
@@ -394,6 +500,16 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
             shown = "the stdio form" if mode == "stdio" else f"--{mode}"
             raise UsageError(f"{option} applies to {where} only, not to {shown}")
     return mode
+
+
+def _protect_own_files(args: argparse.Namespace, cfg: Config) -> None:
+    """The proxy's own files (config, watched directory, logs, keys) out of reach
+    of the requests it governs (issue 31; :mod:`acp_proxy.shell.places`)."""
+    from acp_proxy.shell.places import install, own_files
+
+    config = expand_path(args.config, "--config") if args.config else None
+    log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
+    install(own_files(cfg, config, watch=bool(args.watch_config), log_file=log_file))
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -446,6 +562,10 @@ def _mode_runner(
     audit: AuditLog | None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments."""
+    if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
+        from acp_proxy.shell.budget_store import store_for
+
+        store_for(cfg.budgets)  # UsageError now, not at the first connection, without redis
     if mode == "chain":
         from acp_proxy.shell.topology.chain import run_chain
 
@@ -453,12 +573,23 @@ def _mode_runner(
     from acp_proxy.shell.reload import LivePolicy
 
     # A reload reads the file again with the same command-line overrides.
-    live = LivePolicy(cfg, partial(effective_config, args) if args.config else None, audit)
+    live = LivePolicy(
+        cfg,
+        partial(_reloaded_config, args, cfg) if args.config else None,
+        audit,
+        path=expand_path(args.config, "--config") if args.config else None,
+    )
     watch = expand_path(args.config, "--config") if args.watch_config else None
     if mode == "listen":
         from acp_proxy.shell.topology.listen import run_listen
 
-        listen = partial(run_listen, upstream=args.upstream, live=live, watch=watch)
+        listen = partial(
+            run_listen,
+            upstream=args.upstream,
+            live=live,
+            watch=watch,
+            generated_token=getattr(args, "generated_token", None),
+        )
         return listen, cfg, args.listen, agent_cmd, audit
     if mode == "connect":
         from acp_proxy.shell.topology.connect import run_connect
@@ -467,6 +598,17 @@ def _mode_runner(
     from acp_proxy.shell.topology.stdio import run_stdio_process
 
     return partial(run_stdio_process, live=live, watch=watch), cfg, agent_cmd, audit
+
+
+def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:
+    """The config file read again with the command-line overrides, and the token file the
+    process generated (``--listen`` without one) kept, so a reload never reports it changed."""
+    cfg = effective_config(args)
+    if not cfg.listen.token_file and not cfg.listen.tokens_file and running.listen.token_file:
+        cfg = attrs.evolve(
+            cfg, listen=attrs.evolve(cfg.listen, token_file=running.listen.token_file)
+        )
+    return cfg
 
 
 def _print_config(rest: list[str]) -> int:
@@ -513,9 +655,44 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
     notes = check_audit_files(cfg)
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
+    if cfg.listen.tokens_file:
+        from acp_proxy.shell.topology.principals import read_tokens_file
+
+        read_tokens_file(cfg.listen.tokens_file)
     if agent_cmd:
         find_command(agent_cmd[0])
+    cfg = resolve_sandbox_workspace(cfg)
+    sandbox_note = _check_sandbox(cfg, expand_path(rest[0], "the config file"))
     for note in notes:
         print(f"# {note}")
     print(config_io.dump_config(cfg), end="")
+    print(sandbox_note, end="")
     return 0
+
+
+def _check_sandbox(cfg: Config, config_file: str) -> str:
+    """The effective sandbox as TOML comments (``""`` when off).
+
+    Raises:
+        UsageError: the sandbox is on and required, and cannot start.
+    """
+    if not cfg.sandbox.enabled:
+        return ""
+    import json
+
+    from acp_proxy.shell.sandbox import SandboxUnavailable, prepare_sandbox
+
+    try:
+        sandbox = prepare_sandbox(cfg, config_file=config_file, create_missing=False)
+    except SandboxUnavailable as exc:
+        if cfg.sandbox.required:
+            raise UsageError(f"the sandbox cannot start: {exc.reason}") from None
+        return f"\n# sandbox: cannot start, the agent would run UNCONFINED: {exc.reason}\n"
+    lines = [
+        f"sandbox: {sandbox.engine} {sandbox.version}, settings {sandbox.digest}",
+        "applies where acp-proxy starts the agent (the stdio form, --listen with an agent",
+        "command); it does not apply with --upstream or --connect (the agent is remote)",
+        "engine settings:",
+        *json.dumps(sandbox.settings, indent=2).splitlines(),
+    ]
+    return "\n" + "".join(f"# {line}\n" for line in lines)

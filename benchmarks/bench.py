@@ -81,6 +81,7 @@ from benchmarks.report import (
     format_table,
     targets,
 )
+from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
 from benchmarks.throughput import measure_stream, median_rate, mixed, throughput
 from benchmarks.websocket import ws_available, ws_scaling
@@ -250,6 +251,8 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
 
     log("audit log: cost per audited record, chained vs plain")
     res["audit_us_per_record"] = audit_cost_us(max(1000, sizes.parse_number // 4))
+    log("start-up: time to the initialize response, plain and sandboxed (srt)")
+    res["sandbox_startup"] = sandbox_startup(5 if sizes.repeat >= 3 else 3, sizes.timeout_s)
 
     res["targets"] = targets(res)
     res["load_avg_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}

@@ -69,7 +69,10 @@ def variant_cmd(variant: str, agent: Sequence[str], proxy_prefix: Sequence[str] 
     if variant == "relay":
         return [sys.executable, "-m", "benchmarks.bench", "--relay", "--", *agent]
     if variant == "proxy":
-        return [sys.executable, *proxy_prefix, "-m", "acp_proxy", "--", *agent]
+        # BENCH_PROXY_CONFIG: a config file for the proxy (e.g. budgets on, issue 28)
+        config = os.environ.get("BENCH_PROXY_CONFIG")
+        options = ["--config", config] if config else []
+        return [sys.executable, *proxy_prefix, "-m", "acp_proxy", *options, "--", *agent]
     if variant == "observed":
         trace = os.path.join(tempfile.gettempdir(), f"acp-proxy-bench-{os.getpid()}.trace.jsonl")
         return [

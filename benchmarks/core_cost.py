@@ -61,7 +61,7 @@ def parser_comparison(number: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def core_cost_us(size: int, count: int, traced: bool = False) -> float:
+def core_cost_us(size: int, count: int, traced: bool = False, config: Any = None) -> float:
     """Microseconds per ~``size``-byte chunk through framer + core, in process (no I/O).
 
     With ``traced``, the core is the :class:`~acp_proxy.core.trace.TracingCore` the
@@ -70,18 +70,19 @@ def core_cost_us(size: int, count: int, traced: bool = False) -> float:
     The shell's share of the work (framing with ``feed_runs``,
     :meth:`ProxyCore.receive` of each framer item, grouping the sends,
     joining a write) without pipes or scheduling: the proxy's CPU floor per
-    message, steadier than the end-to-end figures.
+    message, steadier than the end-to-end figures. ``config``: the core's
+    :class:`~acp_proxy.config.Config` (e.g. budgets on), else the defaults.
     """
     from acp_proxy.core.actions import Peer
     from acp_proxy.core.engine import ProxyCore
     from acp_proxy.core.wire.framing import LineFramer, Lines
     from acp_proxy.shell.routing import route_actions
 
-    core = ProxyCore()
+    core = ProxyCore(config)
     if traced:
         from acp_proxy.core.trace import TracingCore
 
-        core = TracingCore(emit=lambda record: None)
+        core = TracingCore(config, emit=lambda record: None)
     hello = [
         (Peer.CLIENT, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}'),
         (Peer.CLIENT, b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}'),

@@ -174,6 +174,18 @@ def format_table(res: dict[str, Any]) -> str:
                 "",
             )
         )
+    startup = res.get("sandbox_startup")
+    if isinstance(startup, dict):
+        rows.append(
+            (
+                "start-up ms: plain / sandboxed (srt)",
+                "",
+                "",
+                f"{startup['plain_ms']:,.0f} / {startup['sandbox_ms']:,.0f}",
+                "",
+                f"+{startup['added_ms']:,.0f} ms",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
     for n, r in enumerate(rows):

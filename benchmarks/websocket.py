@@ -96,6 +96,7 @@ def ws_scaling(sizes: Sizes) -> dict[str, Any]:
                     "acp_proxy",
                     "--listen",
                     "ws://127.0.0.1:0/acp",
+                    "--no-token",  # a loopback benchmark: no generated token to read
                     "--max-connections",
                     str(max(sizes.ws_connections) + 1),
                     "--",

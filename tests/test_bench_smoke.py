@@ -69,6 +69,15 @@ def test_last_line_has_every_required_figure(smoke_result: dict[str, Any]) -> No
         assert smoke_result[key] >= 0, key
 
 
+def test_the_start_up_time_the_sandbox_adds_is_reported(smoke_result: dict[str, Any]) -> None:
+    """The sandbox start-up figures (srt is installed where the tests run: .ci/run)."""
+    startup = smoke_result["sandbox_startup"]
+    assert isinstance(startup, dict), startup
+    assert startup["plain_ms"] > 0
+    assert startup["sandbox_ms"] > 0
+    assert startup["added_ms"] >= 0
+
+
 def test_scaling_and_targets_are_reported(smoke_result: dict[str, Any]) -> None:
     """Session scaling, the mixed turn and the pass/fail of each target are in the JSON."""
     for figures in smoke_result["scaling_sessions"].values():

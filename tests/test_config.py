@@ -172,6 +172,11 @@ def test_dump_is_one_commented_toml_document_in_section_order() -> None:
         "[process]",
         "[listen]",
         "[permissions]",
+        "[budgets]",
+        "[policy]",
+        "[sandbox]",
+        "[admission]",
+        "[elicitation]",
     ]
     assert '"" removes a default entry' in dump_config(NON_DEFAULT).split("[limits]")[0]
 
@@ -452,8 +457,17 @@ def _literal_fields() -> list[tuple[str, str, tuple[str, ...]]]:
 
 
 def test_closed_sets_of_strings_are_literals() -> None:
-    """hold.on_expire is typed Literal["release", "drop"] (mypy checks every use)."""
-    assert _literal_fields() == [("hold", "on_expire", ("release", "drop"))]
+    """hold.on_expire is typed Literal["release", "drop"] (mypy checks every use), and so
+    are budgets.store_fail, policy.mode, admission.applies_to / mcp_stdio and
+    elicitation.secret_fields."""
+    assert _literal_fields() == [
+        ("hold", "on_expire", ("release", "drop")),
+        ("budgets", "store_fail", ("closed", "open")),
+        ("policy", "mode", ("enforce", "observe")),
+        ("admission", "applies_to", ("remote", "all")),
+        ("admission", "mcp_stdio", ("refuse", "allow")),
+        ("elicitation", "secret_fields", ("pass", "decline")),
+    ]
     assert typing.get_type_hints(HoldConfig)["on_expire"] == OnExpire
 
 

@@ -85,12 +85,13 @@ def expand_config_paths(cfg: Config) -> Config:
     key_file = expand_path(cfg.audit.hmac_key_file, "audit.hmac_key_file")
     trace_path = expand_path(cfg.trace.path, "trace.path")
     token_file = expand_path(cfg.listen.token_file, "listen.token_file")
+    tokens_file = expand_path(cfg.listen.tokens_file, "listen.tokens_file")
     try:
         return attrs.evolve(
             cfg,
             audit=attrs.evolve(cfg.audit, path=audit_path, hmac_key_file=key_file),
             trace=attrs.evolve(cfg.trace, path=trace_path),
-            listen=attrs.evolve(cfg.listen, token_file=token_file),
+            listen=attrs.evolve(cfg.listen, token_file=token_file, tokens_file=tokens_file),
         )
     except ValueError as exc:
         raise ConfigError("", str(exc)) from exc

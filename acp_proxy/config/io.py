@@ -25,15 +25,19 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from acp_proxy.config.model import (
     DEFAULT_CHILD_MUTATIONS,
+    AdmissionConfig,
+    AdmissionRule,
     AuditConfig,
     Config,
     ConfigError,
     DedupConfig,
+    ElicitationConfig,
     EnforcementConfig,
     HoldConfig,
     InvalidValue,
     LimitsConfig,
     ListenConfig,
+    McpStdio,
     OptionKind,
     PermissionRule,
     PermissionsConfig,
@@ -166,19 +170,20 @@ def _structure_raw_input(value: object, _type: object) -> dict[str, list[str]]:
     return table
 
 
-def _rules_hook(structure_rule: Any) -> Any:
-    """Structures ``permissions.rules``: each error names the rule (``name`` if it has one)."""
+def _rules_hook(structure_rule: Any, cls: type[Any] = PermissionRule) -> Any:
+    """Structures ``permissions.rules`` (or ``admission.rules``, ``cls``): each error
+    names the rule (``name`` if it has one)."""
 
-    def hook(value: object, _type: object) -> list[PermissionRule]:
+    def hook(value: object, _type: object) -> list[Any]:
         if not isinstance(value, list):
             raise InvalidValue(f"expected an array of tables, got {describe(value)}")
-        rules: list[PermissionRule] = []
+        rules: list[Any] = []
         for index, table in enumerate(value):
             name = table.get("name") if isinstance(table, Mapping) else None
             try:
                 if not isinstance(table, Mapping):
                     raise InvalidValue(f"expected a table, got {describe(table)}")
-                rules.append(structure_rule(table, PermissionRule))
+                rules.append(structure_rule(table, cls))
             except Exception as exc:
                 path, message = _problem(exc, ())
                 label = f"rule {name!r}" if isinstance(name, str) and name else f"rules[{index}]"
@@ -207,6 +212,20 @@ def _make_converter() -> cattrs.Converter:
         PermissionsConfig, converter, rules=override(struct_hook=_rules_hook(_table_hook(rule)))
     )
     converter.register_structure_hook(PermissionsConfig, _table_hook(permissions))
+    admission_rule = make_dict_structure_fn(
+        AdmissionRule,
+        converter,
+        principal=override(struct_hook=_structure_str_list),
+        mcp_stdio=override(struct_hook=lambda v, _t: _structure_literal(v, McpStdio)),
+        mcp_http_allow=override(struct_hook=_structure_str_list),
+        roots=override(struct_hook=_structure_str_list),
+    )
+    admission = make_dict_structure_fn(
+        AdmissionConfig,
+        converter,
+        rules=override(struct_hook=_rules_hook(_table_hook(admission_rule), AdmissionRule)),
+    )
+    converter.register_structure_hook(AdmissionConfig, _table_hook(admission))
     # Sections before Config: a generated hook captures the hooks of its fields.
     enforcement = make_dict_structure_fn(
         EnforcementConfig,
@@ -223,6 +242,7 @@ def _make_converter() -> cattrs.Converter:
         TelemetryConfig,
         ProcessConfig,
         ListenConfig,
+        ElicitationConfig,
     ):
         converter.register_structure_hook(cls, _table_hook(make_dict_structure_fn(cls, converter)))
     config = make_dict_structure_fn(Config, converter)
@@ -383,6 +403,11 @@ def dump_config(cfg: Config) -> str:
     permissions["rules"] = [
         {k: v for k, v in sorted(rule.items(), key=lambda kv: kv[0] != "name") if v is not None}
         for rule in permissions["rules"]
+    ]
+    admission = document["admission"]
+    admission["rules"] = [
+        {k: v for k, v in sorted(rule.items(), key=lambda kv: kv[0] != "name") if v is not None}
+        for rule in admission["rules"]
     ]
     header = "# acp-proxy effective configuration\n"
     if removed:

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
+from acp_proxy.config.credentials import SANDBOX_DENY_READ
 from acp_proxy.config.toml_text import describe, dotted
 from acp_proxy.errors import ConfigError
 
@@ -26,10 +27,14 @@ __all__ = [
     "NEVER_ON_CHILD",
     "PERMISSION_METHODS",
     "RULE_MATCHERS",
+    "AdmissionConfig",
+    "AdmissionRule",
     "AuditConfig",
+    "BudgetsConfig",
     "Config",
     "ConfigError",
     "DedupConfig",
+    "ElicitationConfig",
     "EnforcementConfig",
     "HoldConfig",
     "LimitsConfig",
@@ -38,9 +43,11 @@ __all__ = [
     "OptionKind",
     "PermissionRule",
     "PermissionsConfig",
+    "PolicyConfig",
     "ProcessConfig",
     "RuleAction",
     "RuleMethod",
+    "SandboxConfig",
     "one_of",
 ]
 
@@ -226,6 +233,11 @@ class LimitsConfig:
             this is refused when it is classified (a request answered ``-32600``
             with id ``null``, anything else dropped and audited), on every path
             and at any stack depth (docs/design.md section 2); at most 512.
+        max_workspace_bytes: bytes (memory, estimated) of the workspaces
+            clients give (``cwd``, ``additionalDirectories``) kept for the
+            permission rules, over all sessions and the requests opening them;
+            a request whose workspace would go beyond it is refused with an
+            error under its id.
     """
 
     max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
@@ -241,6 +253,7 @@ class LimitsConfig:
     dense_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
     max_nesting_depth: int = attrs.field(default=MAX_NESTING_DEPTH_CAP, validator=_nesting_depth)
+    max_workspace_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
 
 
 #: What the hold buffer does with a session's traffic on timeout or overflow.
@@ -390,6 +403,9 @@ class ListenConfig:
 
     Attributes:
         token_file: file holding the bearer token; required for non-loopback binds.
+        tokens_file: file of named principals, one ``NAME TOKEN`` or
+            ``NAME sha256:HEX`` per line (``--tokens-file``); mode 0600 or
+            stricter. A client presenting one is that principal.
         allowed_origins: browser origins (``scheme://host[:port]``, compared
             without case) whose upgrade requests are accepted; an upgrade with
             an ``Origin`` header not listed is refused (403). Empty (the
@@ -409,6 +425,7 @@ class ListenConfig:
     """
 
     token_file: str = ""
+    tokens_file: str = ""
     allowed_origins: list[str] = attrs.field(factory=list, validator=_origins)
     allowed_hosts: list[str] = attrs.field(factory=list, validator=_hosts)
     max_connections: int = attrs.field(default=16, validator=_positive)
@@ -448,7 +465,8 @@ _TOOL = ("tool_name", "tool_kind", "tool_title", "raw_input")
 _COMMAND = ("command", "cwd")
 #: Matchers each method's request can satisfy; any other can never match.
 RULE_MATCHERS: dict[str, tuple[str, ...]] = {
-    "session/request_permission": (*_WHO, *_TOOL, *_COMMAND, "inside_workspace"),
+    # path on a request_permission reads the tool call's locations and diff paths
+    "session/request_permission": (*_WHO, *_TOOL, "path", *_COMMAND, "inside_workspace"),
     "fs/read_text_file": (*_WHO, "path", "inside_workspace"),
     "fs/write_text_file": (*_WHO, "path", "inside_workspace"),
     "terminal/create": (*_WHO, *_COMMAND, "inside_workspace"),
@@ -573,7 +591,9 @@ class PermissionRule:
         command: globs on the command line (v2 command subject;
             ``terminal/create`` command and args joined by spaces).
         cwd: globs on the command's working directory (normalised).
-        path: globs on an ``fs/*`` request's path (normalised).
+        path: globs on an ``fs/*`` request's path (normalised); on a
+            request_permission, on every path of the tool call's ``locations``
+            and ``diff`` content (a deny matches any, an allow needs all).
         inside_workspace: the path or cwd is (True) / is not (False) inside
             the session's cwd or additional directories.
         option: option kinds to answer with, in order of preference
@@ -614,7 +634,7 @@ class PermissionRule:
                 raise InvalidValue(
                     f"can never match: a {self.method} request has no {_SUBJECT[name]}", (name,)
                 )
-        tool = [name for name in given if name in _TOOL]
+        tool = [name for name in given if name in (*_TOOL, "path")]
         command = [name for name in given if name in (*_COMMAND, "inside_workspace")]
         if self.method == "session/request_permission" and tool and command:
             raise InvalidValue(
@@ -676,7 +696,8 @@ _SUBJECT = {
     "raw_input": "tool call (raw_input reads session/request_permission)",
     "command": "command line (command reads terminal/create or session/request_permission)",
     "cwd": "command cwd (cwd reads terminal/create or session/request_permission)",
-    "path": "path (path reads fs/read_text_file and fs/write_text_file)",
+    "path": "path (path reads fs/read_text_file, fs/write_text_file and the tool call "
+    "locations of session/request_permission)",
     "inside_workspace": "path or cwd",
 }
 
@@ -709,6 +730,272 @@ class PermissionsConfig:
     refuse_code: int = -32600
 
 
+# --- budgets and the policy mode (issue 28) -------------------------------------
+
+#: What a store that cannot be reached means (``budgets.store_fail``).
+StoreFail = Literal["closed", "open"]
+#: ``policy.mode``: ``"enforce"`` applies the user's rules; ``"observe"`` only audits them.
+PolicyMode = Literal["enforce", "observe"]
+
+_STORE_URL = re.compile(
+    r"redis://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})(?:/([0-9]{1,2}))?"
+)
+
+
+def _store_url(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
+    if value and not _STORE_URL.fullmatch(value):
+        raise InvalidValue(
+            f'expected "" (count in this proxy) or redis://HOST:PORT/DB, got {describe(value)}',
+            (attr.name,),
+        )
+
+
+@attrs.frozen
+class BudgetsConfig:
+    """Runaway control (issue 28; README "Budgets"): limits counted per root session
+    (a child's traffic counts toward the session at the top of its tree). ``0`` turns
+    a limit off.
+
+    Attributes:
+        prompts_per_window: client ``session/prompt`` requests allowed per
+            ``window_s``; beyond it the proxy answers an error naming the budget
+            and when it resets.
+        window_s: the prompt (and shared token) window, seconds.
+        max_tool_calls_per_turn: ``tool_call`` updates allowed in one prompt turn
+            (the root session's and its children's); one more and the proxy sends
+            ``session/cancel`` for the root and refuses the turn's permission requests.
+        max_turn_s: a prompt turn not answered after this many seconds is cancelled
+            the same way.
+        max_tokens: once ``usage_update`` reports more tokens used than this, the
+            next prompt is refused.
+        repeat_limit: the same tool call (kind, title, raw input) asked for
+            permission more than this many times in a session is answered by the
+            proxy with a reject option (or ``cancelled``), never shown to the client.
+        store: ``""`` counts in this proxy; ``redis://HOST:PORT/DB`` keeps the prompt
+            and token counters in Redis, shared by every proxy using the same ``key``.
+        key: the shared counters' name in the store; ``""``: the connection's
+            principal, else ``"anonymous"``.
+        key_prefix: prefix of every Redis key the proxy writes.
+        store_fail: ``"closed"`` refuses what needs the store while it cannot be
+            reached; ``"open"`` counts in this proxy meanwhile (logged once).
+        store_timeout_s: one store call's connect and reply timeout, seconds.
+    """
+
+    prompts_per_window: int = attrs.field(default=0, validator=_non_negative)
+    window_s: float = attrs.field(default=3600.0, validator=_positive)
+    max_tool_calls_per_turn: int = attrs.field(default=0, validator=_non_negative)
+    max_turn_s: float = attrs.field(default=0.0, validator=_non_negative)
+    max_tokens: int = attrs.field(default=0, validator=_non_negative)
+    repeat_limit: int = attrs.field(default=0, validator=_non_negative)
+    store: str = attrs.field(default="", validator=_store_url)
+    key: str = ""
+    key_prefix: str = "acp-proxy:budget:"
+    store_fail: StoreFail = attrs.field(default="closed", validator=_member_of(StoreFail))
+    store_timeout_s: float = attrs.field(default=2.0, validator=_positive)
+
+
+@attrs.frozen
+class PolicyConfig:
+    """How the user's rules apply (issue 28).
+
+    Attributes:
+        mode: ``"enforce"``; or ``"observe"``: permission rules and budgets decide
+            and audit as usual (``would_block``, the rule's name) but every message
+            is forwarded as if no rule matched. The protocol's own rules (the child
+            allowlist, the hold buffer, batches) are never relaxed.
+    """
+
+    mode: PolicyMode = attrs.field(default="enforce", validator=_member_of(PolicyMode))
+
+
+#: ``[sandbox] writable`` default: the state directories of the common agents
+#: (Claude Code, Codex, Gemini CLI, npm/uv caches), outside which they fail to start.
+DEFAULT_SANDBOX_WRITABLE: tuple[str, ...] = (
+    "~/.claude",
+    "~/.claude.json",
+    "~/.codex",
+    "~/.gemini",
+    "~/.cache",
+    "~/.npm",
+    "~/.local/state",
+)
+
+_DOMAIN = re.compile(
+    r"^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
+)
+
+
+def _sandbox_paths(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, path in enumerate(value):
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise InvalidValue(f"expected a path, got {describe(path)}", (attr.name, index))
+        if attr.name != "workspace" and not path.startswith(("/", "~/")):
+            raise InvalidValue(
+                f"must be absolute or start with ~/, got {describe(path)}", (attr.name, index)
+            )
+
+
+def _domains(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, domain in enumerate(value):
+        if not isinstance(domain, str) or not _DOMAIN.match(domain):
+            raise InvalidValue(
+                f"expected a domain (example.com, *.example.com, host:port), got "
+                f"{describe(domain)}",
+                (attr.name, index),
+            )
+
+
+def _engine(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
+    if not value.strip():
+        raise InvalidValue('must name the engine (e.g. "srt")', (attr.name,))
+
+
+@attrs.frozen
+class SandboxConfig:
+    """The OS sandbox the agent runs in (issue 24; docs/threat-model in the README).
+
+    Attributes:
+        enabled: launch the agent through the engine (``--sandbox`` turns it on).
+        engine_command: the engine executable (Anthropic Sandbox Runtime ``srt``),
+            a name looked up on ``PATH`` or a path.
+        workspace: the agent's read-write roots; relative ones are taken from
+            the proxy's working directory; empty = that directory. With the
+            sandbox on, ``session/new|load|resume|fork`` outside them is refused.
+        writable: more read-write paths for the agent's own state (``~/``
+            allowed).
+        deny_read: paths the agent may not read anywhere (credentials;
+            ``~/`` allowed); the proxy's own files are always added.
+        allowed_domains: hosts the agent may reach through the engine's
+            proxies (``example.com``, ``*.example.com``, ``host:port``); empty =
+            no network at all.
+        required: fail closed: an engine that is missing or cannot start means
+            the agent never starts (false: it starts unconfined, with a warning).
+    """
+
+    enabled: bool = False
+    engine_command: str = attrs.field(default="srt", validator=_engine)
+    workspace: list[str] = attrs.field(factory=list, validator=_sandbox_paths)
+    writable: list[str] = attrs.field(
+        factory=lambda: list(DEFAULT_SANDBOX_WRITABLE), validator=_sandbox_paths
+    )
+    deny_read: list[str] = attrs.field(
+        factory=lambda: list(SANDBOX_DENY_READ), validator=_sandbox_paths
+    )
+    allowed_domains: list[str] = attrs.field(factory=list, validator=_domains)
+    required: bool = True
+
+
+# --- admission and elicitation (issue 26) -------------------------------------
+
+McpStdio = Literal["refuse", "allow"]
+AppliesTo = Literal["remote", "all"]
+SecretFields = Literal["pass", "decline"]
+
+
+def _url_globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str] | None) -> None:
+    """Each entry an ``http(s)://HOST[:PORT]/PATH`` glob (host globbed by labels)."""
+    if value is None:
+        return
+    for index, pattern in enumerate(value):
+        problem = glob_problem(pattern) if pattern else "an empty pattern never matches"
+        if problem is None:
+            scheme, sep, rest = pattern.partition("://")
+            if not sep or scheme.lower() not in ("http", "https") or not rest:
+                problem = f"{describe(pattern)}: write http://HOST/PATH or https://HOST/PATH"
+            elif "@" in rest.split("/", 1)[0]:
+                problem = f"{describe(pattern)}: no user name before the host"
+        if problem is not None:
+            raise InvalidValue(problem, (attr.name, index))
+
+
+def _host_globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, pattern in enumerate(value):
+        problem = glob_problem(pattern) if pattern else "an empty pattern never matches"
+        if problem is None and any(c in pattern for c in "/:@ "):
+            problem = f"{describe(pattern)}: a host name only (no scheme, port, path or user)"
+        if problem is not None:
+            raise InvalidValue(problem, (attr.name, index))
+
+
+def _roots(_inst: Any, attr: attrs.Attribute[Any], value: list[str] | None) -> None:
+    for index, root in enumerate(value or ()):
+        if not root.startswith("/"):
+            raise InvalidValue(
+                f"{describe(root)}: a root is an absolute directory", (attr.name, index)
+            )
+
+
+def _principals(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    _check_globs(value, (attr.name,))
+
+
+@attrs.frozen
+class AdmissionRule:
+    """One ``[[admission.rules]]`` entry: the defaults refined for some principals.
+
+    Attributes:
+        principal: globs on the connection's principal name (``--tokens-file``);
+            a connection without one matches no rule.
+        name: names the rule in refusals and audit records (default ``rules[N]``).
+        mcp_stdio, mcp_http_allow, roots: as in :class:`AdmissionConfig`; a key
+            left out keeps the section's value.
+    """
+
+    principal: list[str] = attrs.field(validator=_principals)
+    name: str | None = attrs.field(default=None, validator=_rule_name)
+    mcp_stdio: McpStdio | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_one_of(("refuse", "allow")))
+    )
+    mcp_http_allow: list[str] | None = attrs.field(default=None, validator=_url_globs)
+    roots: list[str] | None = attrs.field(default=None, validator=_roots)
+
+
+@attrs.frozen
+class AdmissionConfig:
+    """What a client may open a session with (issue 26; docs/protocol.md section 8).
+
+    Applies to ``session/new``, ``session/load``, ``session/resume`` and
+    ``session/fork``; a refused request is answered with an error naming the
+    rule and never reaches the agent.
+
+    Attributes:
+        applies_to: ``"remote"`` (connections of ``--listen``; the stdio
+            drop-in's editor is trusted) or ``"all"``.
+        mcp_stdio: ``"refuse"`` or ``"allow"`` MCP servers given as a command.
+        mcp_http_allow: URL globs an ``http`` / ``sse`` MCP server must match
+            (the host compared by labels, like :attr:`ElicitationConfig.url_hosts`).
+        roots: absolute directories ``cwd`` and every ``additionalDirectories``
+            entry must lie in (after ``..`` and symlinks); ``[]`` = anywhere.
+        refuse_code: JSON-RPC error code of the refusal.
+        rules: per-principal refinements, first match wins.
+    """
+
+    applies_to: AppliesTo = attrs.field(default="remote", validator=_one_of(("remote", "all")))
+    mcp_stdio: McpStdio = attrs.field(default="refuse", validator=_one_of(("refuse", "allow")))
+    mcp_http_allow: list[str] = attrs.field(factory=list, validator=_url_globs)
+    roots: list[str] = attrs.field(factory=list, validator=_roots)
+    refuse_code: int = -32602
+    rules: list[AdmissionRule] = attrs.field(factory=list, validator=_unique_names)
+
+
+@attrs.frozen
+class ElicitationConfig:
+    """What an agent may elicit from the user (issue 26; docs/protocol.md section 8).
+
+    Attributes:
+        url_hosts: host globs a URL-mode ``elicitation/create`` may point to
+            (the parsed host; ``*.example.com`` is any name under it);
+            ``["*"]`` (default) any host, ``[]`` none.
+        secret_fields: ``"decline"`` a form-mode request asking for a field
+            that names or describes a secret; ``"pass"`` (default) forwards it.
+    """
+
+    url_hosts: list[str] = attrs.field(factory=lambda: ["*"], validator=_host_globs)
+    secret_fields: SecretFields = attrs.field(
+        default="pass", validator=_one_of(("pass", "decline"))
+    )
+
+
 @attrs.frozen
 class Config:
     """The whole configuration (``config/default.toml`` documents every key)."""
@@ -723,3 +1010,8 @@ class Config:
     process: ProcessConfig = attrs.field(factory=ProcessConfig)
     listen: ListenConfig = attrs.field(factory=ListenConfig)
     permissions: PermissionsConfig = attrs.field(factory=PermissionsConfig)
+    budgets: BudgetsConfig = attrs.field(factory=BudgetsConfig)
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig)
+    sandbox: SandboxConfig = attrs.field(factory=SandboxConfig)
+    admission: AdmissionConfig = attrs.field(factory=AdmissionConfig)
+    elicitation: ElicitationConfig = attrs.field(factory=ElicitationConfig)

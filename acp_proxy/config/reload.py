@@ -28,7 +28,14 @@ POLICY_SECTIONS: tuple[str, ...] = (
     "dedup",
     "audit.include_content",
     "permissions",
+    "budgets",
+    "policy",
+    "admission",
+    "elicitation",
 )
+
+#: ``budgets`` keys that name the store: bound into the running shell, never reloaded.
+STORE_KEYS: tuple[str, ...] = ("store", "key", "key_prefix", "store_fail", "store_timeout_s")
 
 
 #: sections that are policy as a whole (``audit`` is policy only in ``include_content``)
@@ -42,6 +49,10 @@ def _policy_only(cfg: Config) -> Config:
         hold=cfg.hold,
         dedup=cfg.dedup,
         permissions=cfg.permissions,
+        budgets=cfg.budgets,
+        policy=cfg.policy,
+        admission=cfg.admission,
+        elicitation=cfg.elicitation,
         audit=AuditConfig(include_content=cfg.audit.include_content),
     )
 
@@ -89,6 +100,15 @@ def apply_reload(running: Config, loaded: Config) -> tuple[Config, list[str]]:
         hold=loaded.hold,
         dedup=loaded.dedup,
         permissions=loaded.permissions,
+        budgets=attrs.evolve(
+            loaded.budgets, **{k: getattr(running.budgets, k) for k in STORE_KEYS}
+        ),
+        policy=loaded.policy,
         audit=attrs.evolve(running.audit, include_content=loaded.audit.include_content),
     )
+    restart += [
+        f"budgets.{k}"
+        for k in STORE_KEYS
+        if getattr(running.budgets, k) != getattr(loaded.budgets, k)
+    ]
     return effective, restart

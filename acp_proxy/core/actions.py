@@ -7,7 +7,16 @@ from typing import Any, NamedTuple
 
 import attrs
 
-__all__ = ["Action", "Audit", "AuditEvent", "Peer", "Report", "Send"]
+__all__ = [
+    "Action",
+    "Audit",
+    "AuditEvent",
+    "Peer",
+    "Report",
+    "Send",
+    "StoreCall",
+    "StoreReply",
+]
 
 
 class Peer(enum.Enum):
@@ -34,7 +43,9 @@ class AuditEvent(enum.StrEnum):
     as it (``AuditEvent.HELD == "held"``).
     """
 
+    ADMISSION_REFUSED = "admission_refused"
     BATCH_REFUSED = "batch_refused"
+    BUDGET_EXCEEDED = "budget_exceeded"
     CHILD_ANNOUNCED = "child_announced"
     CHILD_UPDATED = "child_updated"
     CHILDREN_RETIRED = "children_retired"
@@ -44,6 +55,7 @@ class AuditEvent(enum.StrEnum):
     CONNECTION_OPENED = "connection_opened"
     CONNECTION_REJECTED = "connection_rejected"
     DUPLICATE_DROPPED = "duplicate_dropped"
+    ELICITATION_DECLINED = "elicitation_declined"
     GRANTS_RESTORED = "grants_restored"
     GRANTS_REVOKED = "grants_revoked"
     HELD = "held"
@@ -61,6 +73,8 @@ class AuditEvent(enum.StrEnum):
     REGISTRY_CONFLICT = "registry_conflict"
     REGISTRY_LIMIT = "registry_limit"
     RELEASED = "released"
+    SANDBOX_FAILED = "sandbox_failed"
+    SANDBOX_STARTED = "sandbox_started"
     REQUEST_DROPPED = "request_dropped"
     REQUEST_REFUSED = "request_refused"
     SUPPRESSED = "suppressed"
@@ -119,4 +133,59 @@ class Report:
     kind: str | None = None
 
 
-Action = Send | Audit | Report
+@attrs.frozen(slots=True)
+class StoreCall:
+    """Ask the shared budget store (issue 28; docs/design.md "Budgets shared through a
+    store"). The shell runs it off the event loop and hands the
+    :class:`StoreReply` to ``ProxyCore.store_result(call, reply, now)``.
+
+    A ``"reserve"`` holds up the client's traffic until its reply (the prompt it
+    decides waits in the core); an ``"add"`` does not.
+
+    Attributes:
+        ticket: the core's number for this call (echoed by the reply).
+        op: ``"reserve"`` (count one prompt, atomically checking the prompt and
+            token limits) or ``"add"`` (add ``amount`` tokens).
+        key: the shared counters' name (without the store's prefix).
+        amount: tokens to add (``"add"``).
+        prompt_limit: prompts allowed per window (``0``: no limit).
+        token_limit: tokens allowed (``0``: no limit).
+        window_s: the counters' expiry, seconds.
+        commit_over: count a prompt beyond the limit too (observe mode).
+    """
+
+    ticket: int
+    op: str
+    key: str
+    amount: int = 0
+    prompt_limit: int = 0
+    token_limit: int = 0
+    window_s: float = 3600.0
+    commit_over: bool = False
+
+
+@attrs.frozen(slots=True)
+class StoreReply:
+    """The store's answer to a :class:`StoreCall`.
+
+    Attributes:
+        ok: the store answered (``False``: unreachable or failed; ``error`` says why).
+        allowed: ``"reserve"``: the prompt is within both limits.
+        budget: ``"reserve"`` refused: the budget used up
+            (``"prompts_per_window"`` or ``"max_tokens"``).
+        prompts: prompts counted in the window (this one included).
+        tokens: tokens counted in the window.
+        reset_in_s: seconds until the counters expire.
+        error: why the store could not answer (names the store).
+    """
+
+    ok: bool
+    allowed: bool = True
+    budget: str | None = None
+    prompts: int = 0
+    tokens: int = 0
+    reset_in_s: float = 0.0
+    error: str | None = None
+
+
+Action = Send | Audit | Report | StoreCall

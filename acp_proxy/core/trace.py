@@ -21,14 +21,15 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Audit, Peer, Send
+from acp_proxy.core.actions import Action, Audit, Peer, Send, StoreCall, StoreReply
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.engine.negotiated import peer_info
+from acp_proxy.core.hidden_secrets import AWS_SECRET, FORMAT_CHARACTERS, base64_secrets
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import Kind, Message, parse
 
@@ -240,10 +241,31 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
 )
 
 
-def _redact_text(text: str) -> str:
+def _redact_plain(text: str) -> str:
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
-    return text
+    text = AWS_SECRET.sub(_REDACTED, text)
+    return base64_secrets(text, _holds_token, _REDACTED)
+
+
+#: the token shapes looked for in decoded base64: API keys, private keys, AWS secrets
+_TOKEN_PATTERNS = (_SECRET_PATTERNS[-2][0], _SECRET_PATTERNS[-1][0], AWS_SECRET)
+
+
+def _holds_token(decoded: str) -> bool:
+    """Whether a base64 run's decoded text holds a token shape."""
+    return any(p.search(decoded) for p in _TOKEN_PATTERNS)
+
+
+def _redact_text(text: str) -> str:
+    """The string rules; again without format characters (U+200B ...) when the text
+    holds any and that reading finds a secret (:mod:`acp_proxy.core.hidden_secrets`)."""
+    out = _redact_plain(text)
+    if FORMAT_CHARACTERS.search(text) is None:
+        return out
+    bare = FORMAT_CHARACTERS.sub("", text)
+    redacted = _redact_plain(bare)
+    return redacted if redacted != bare else out
 
 
 class _Number(str):
@@ -369,6 +391,26 @@ def _events(actions: list[Action]) -> list[dict[str, Any]]:
     return out
 
 
+def _later_record(
+    of: int | None, now: float, source: Peer, m: Message, size: int, decision: str
+) -> Record:
+    """The later record (``seq`` null, ``of`` its first) of a message that waited."""
+    sid = m.session_id
+    return {
+        "type": "message",
+        "seq": None,
+        "of": of,
+        "t": now,
+        "dir": source.direction,
+        "kind": _KIND_NAMES[m.kind],
+        "id": m.id,
+        "method": m.method,
+        "session": sid if type(sid) is str else None,
+        "size": size,
+        "decision": decision,
+    }
+
+
 def _answer_is_error(data: bytes) -> bool:
     m = parse(data)
     return m.kind is not Kind.RESPONSE
@@ -404,6 +446,9 @@ class TracingCore(ProxyCore):
         self._requests: dict[tuple[Peer, Any], tuple[str | None, str | None, float, int]] = {}
         # held frame -> seqs of its records still held, oldest first
         self._held_seqs: dict[bytes, list[int]] = {}
+        self.ledger.originated = []  # the proxy's own messages (a budget's session/cancel)
+        # seqs of client messages waiting for the budget store: the prompt, then those behind it
+        self._store_seqs: deque[int] = deque()
 
     # ----------------------------------------------------------------- API
 
@@ -430,7 +475,87 @@ class TracingCore(ProxyCore):
             if gone:
                 self.emit({"type": "timer", "t": now, "events": _events(actions)})
                 self._settle_gone(gone, self._sends(actions), now)
+        self._emit_originated(now)
         return actions
+
+    def _waits_for_store(self, raw: bytes) -> bool:
+        """True when client frame ``raw`` was kept for the budget store's answer."""
+        waiting = self.budgets.waiting
+        if waiting is None:
+            return False
+        return waiting[1].raw == raw or (bool(self._queued) and self._queued[-1] == raw)
+
+    def store_result(self, call: StoreCall, reply: StoreReply, now: float) -> list[Action]:
+        """As :meth:`ProxyCore.store_result`, with a later record (``of``) for each client
+        message that waited for the store."""
+        waiting = self.budgets.waiting
+        if call.op != "reserve" or waiting is None or waiting[0].ticket != call.ticket:
+            actions = super().store_result(call, reply, now)
+            self._emit_originated(now)
+            return actions
+        out: list[Action] = []
+        answered0 = self.n.answered
+        m = self.budgets.store_result(call, reply, now, out)
+        if m is not None:
+            self.client.handle(m, now, out, budgeted=True)
+        self._resumed(waiting[1].raw, out, answered0, now)
+        while self._queued and self.budgets.waiting is None:
+            item = self._queued.popleft()
+            answered0 = self.n.answered
+            actions = self._receive(Peer.CLIENT, item, now)
+            if type(item) is bytes:
+                self._resumed(item, actions, answered0, now)
+            out.extend(actions)
+        self._emit_originated(now)
+        return out
+
+    def _resumed(self, raw: bytes, actions: list[Action], answered0: int, now: float) -> None:
+        """The later record of a client message that waited for the budget store."""
+        of = self._store_seqs.popleft() if self._store_seqs else None
+        m = parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth)
+        if self.budgets.waiting is not None and self.budgets.waiting[1].raw == raw:
+            if of is not None:
+                self._store_seqs.appendleft(of)
+            return  # waits again (a prompt behind a prompt): decided later
+        decision = "dropped"
+        for to, data in self._sends(actions):
+            if to is Peer.AGENT and data == raw:
+                decision = "forwarded"
+                break
+            if to is Peer.CLIENT and self.n.answered > answered0:
+                decision = "refused" if _answer_is_error(data) else "answered"
+        rec = _later_record(of, now, Peer.CLIENT, m, len(raw), decision)
+        events = _events(actions)
+        if events:
+            rec["events"] = events
+        if decision != "forwarded":
+            self._requests.pop((Peer.CLIENT, m.id), None)  # remembered when it was held
+        self.emit(rec)
+
+    def _emit_originated(self, now: float) -> None:
+        """A ``proxy`` record (decision ``"originated"``) per message the proxy sent of its own."""
+        sent = self.ledger.originated
+        if not sent:
+            return
+        for to, data, why in sent:
+            m = parse(data)
+            sid = m.session_id
+            self.emit(
+                {
+                    "type": "proxy",
+                    "t": now,
+                    "to": to.value,
+                    "kind": _KIND_NAMES[m.kind],
+                    "id": m.id,
+                    "method": m.method,
+                    "session": sid if type(sid) is str else None,
+                    "for_method": None,
+                    "size": len(data),
+                    "decision": "originated",
+                    "reason": why,
+                }
+            )
+        sent.clear()
 
     def peer_closed(self, peer: Peer, now: float, detail: str = "") -> list[Action]:
         """As :meth:`ProxyCore.peer_closed`, with a ``closed`` record and its consequences."""
@@ -583,6 +708,9 @@ class TracingCore(ProxyCore):
                 rest.append((to, data))
         if decision is None:
             decision = "dropped"
+            if source is Peer.CLIENT and raw is not None and self._waits_for_store(raw):
+                decision = "held"  # behind the budget store's answer (store_result)
+                self._store_seqs.append(rec["seq"])
         rec["decision"] = decision
         if events:
             self._child_grants(rec, events)
@@ -592,6 +720,7 @@ class TracingCore(ProxyCore):
         self.emit(rec)
         if gone:
             self._settle_gone(gone, rest, now)
+        self._emit_originated(now)
         return actions
 
     def _child_grants(self, rec: Record, events: list[dict[str, Any]]) -> None:
@@ -661,19 +790,4 @@ class TracingCore(ProxyCore):
                         decision = "released"
                         del remaining[i]
                         break
-            sid = m.session_id
-            self.emit(
-                {
-                    "type": "message",
-                    "seq": None,
-                    "of": of,
-                    "t": now,
-                    "dir": Peer.AGENT.direction,
-                    "kind": _KIND_NAMES[m.kind],
-                    "id": m.id,
-                    "method": m.method,
-                    "session": sid if type(sid) is str else None,
-                    "size": len(raw),
-                    "decision": decision,
-                }
-            )
+            self.emit(_later_record(of, now, Peer.AGENT, m, len(raw), decision))

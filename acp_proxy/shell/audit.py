@@ -74,6 +74,8 @@ NEVER_SUPPRESSED = frozenset(
         "permission_decided",
         "permission_answered",
         "request_refused",
+        "admission_refused",
+        "elicitation_declined",
     }
 )
 

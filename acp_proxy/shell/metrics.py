@@ -34,6 +34,7 @@ from acp_proxy.config import Config
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.http_once import host_and_headers, read_request, send_response
 from acp_proxy.shell.observe import DURATION_BUCKETS, Connection, Hub
+from acp_proxy.shell.topology.principals import Authenticator, read_tokens_file
 from acp_proxy.shell.topology.ws_upgrade import (
     accepted_hosts,
     check_upgrade,
@@ -125,19 +126,43 @@ def render_metrics(hub: Hub) -> str:
             "Audit records that could not be written (disk full, size limit, file removed).",
         )
         out.append(f"acp_proxy_audit_records_lost_total {audit['lost']}")
+    would_block, exceeded = _budget_totals(hub)
+    family(
+        "acp_proxy_would_block_total",
+        "counter",
+        'Decisions a rule or budget would have blocked (policy.mode = "observe"), by rule.',
+    )
+    for rule, n in sorted(would_block.items()):
+        out.append(f'acp_proxy_would_block_total{{rule="{_esc(rule)}"}} {n}')
+    family("acp_proxy_budget_exceeded_total", "counter", "Budget decisions, by budget.")
+    for budget, n in sorted(exceeded.items()):
+        out.append(f'acp_proxy_budget_exceeded_total{{budget="{_esc(budget)}"}} {n}')
     family("acp_proxy_uptime_seconds", "gauge", "Seconds since the proxy started.")
     out.append(f"acp_proxy_uptime_seconds {time.monotonic() - hub.started_monotonic:.3f}")
     return "\n".join(out) + "\n"
 
 
-def _connection_status(conn: Connection) -> dict[str, Any]:
+def _budget_totals(hub: Hub) -> tuple[dict[str, int], dict[str, int]]:
+    """Would-block decisions per rule and budget decisions per budget, over the
+    connections the hub keeps (issue 28)."""
+    would_block: dict[str, int] = {}
+    exceeded: dict[str, int] = {}
+    for conn in list(hub.connections.values()):
+        for rule, n in list(conn.core.ledger.would_block.items()):
+            would_block[rule] = would_block.get(rule, 0) + n
+        for budget, n in list(conn.core.budgets.exceeded.items()):
+            exceeded[budget] = exceeded.get(budget, 0) + n
+    return would_block, exceeded
+
+
+def _connection_status(conn: Connection, include_content: bool = False) -> dict[str, Any]:
     core = conn.core
     registry = core.registry
     stats = core.statistics()
     children = {
         cid: {
             "parent": child.parent_id,
-            "title": child.title,
+            **({"title": child.title} if include_content else {}),
             "capabilities": child.capabilities,
             "state": child.state,
             "fresh": child.fresh,
@@ -146,6 +171,7 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
     }
     return {
         "connection": conn.number,
+        "principal": conn.principal,
         "agentPid": conn.agent_pid,
         "started": conn.started,
         "closed": conn.closed,
@@ -155,6 +181,9 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
         "sessions": sorted(registry.known),
         "children": children,
         "heldSessions": len(core.hold),
+        "policyMode": core.config.policy.mode,
+        "wouldBlock": dict(core.ledger.would_block),
+        "budgets": core.budgets.counts(),
         "counters": {
             name: getattr(stats, name)
             for name in (
@@ -174,16 +203,19 @@ def _connection_status(conn: Connection) -> dict[str, Any]:
     }
 
 
-def status(hub: Hub) -> dict[str, Any]:
-    """What ``/status`` serves."""
+def status(hub: Hub, include_content: bool = False) -> dict[str, Any]:
+    """What ``/status`` serves: agent-given text (a child's title) only with
+    ``include_content`` (``audit.include_content``)."""
     conns = list(hub.connections.values())
     return {
         "pid": os.getpid(),
         "uptimeSeconds": round(time.monotonic() - hub.started_monotonic, 3),
         "started": hub.started,
         "agentPid": next((c.agent_pid for c in reversed(conns) if c.closed is None), None),
-        "connections": [_connection_status(c) for c in conns],
+        "connections": [_connection_status(c, include_content) for c in conns],
         "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
+        "wouldBlock": _budget_totals(hub)[0],
+        "budgetExceeded": _budget_totals(hub)[1],
         "audit": audit_status(hub),
     }
 
@@ -202,7 +234,7 @@ def audit_status(hub: Hub) -> dict[str, Any] | None:
     }
 
 
-def _respond(hub: Hub, target: str) -> tuple[int, str, bytes]:
+def _respond(hub: Hub, target: str, include_content: bool = False) -> tuple[int, str, bytes]:
     path = target.split("?", 1)[0]
     if path == "/metrics":
         return 200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(hub).encode()
@@ -213,7 +245,7 @@ def _respond(hub: Hub, target: str) -> tuple[int, str, bytes]:
             return 200, "text/plain; charset=utf-8", b"ready\n"
         return 503, "text/plain; charset=utf-8", b"no connection open\n"
     if path == "/status":
-        body = json.dumps(status(hub), indent=2, default=repr).encode() + b"\n"
+        body = json.dumps(status(hub, include_content), indent=2, default=repr).encode() + b"\n"
         return 200, "application/json", body
     return 404, "text/plain; charset=utf-8", b"not found\n"
 
@@ -221,7 +253,7 @@ def _respond(hub: Hub, target: str) -> tuple[int, str, bytes]:
 async def _serve_one(
     stream: trio.SocketStream,
     hub: Hub,
-    token: bytes | None,
+    auth: Authenticator,
     hosts: frozenset[str] | None,
     cfg: Config,
 ) -> None:
@@ -237,16 +269,18 @@ async def _serve_one(
         host,
         headers,
         path=path if path in PATHS else "/",
-        token=token,
+        token=None,
         allowed_origins=cfg.listen.allowed_origins,
         allowed_hosts=hosts,
     )
+    if refusal is None and not auth.check(headers)[0]:
+        refusal = (401, "missing or wrong bearer token")
     if request.method != b"GET":
         code, ctype, body = 405, "text/plain; charset=utf-8", b"GET only\n"
     elif refusal is not None and refusal[0] != 404:
         code, ctype, body = refusal[0], "text/plain; charset=utf-8", refusal[1].encode() + b"\n"
     else:
-        code, ctype, body = _respond(hub, target)
+        code, ctype, body = _respond(hub, target, cfg.audit.include_content)
     answer = [("content-type", ctype), ("cache-control", "no-store")]
     await send_response(stream, conn, code, answer, body, REQUEST_TIMEOUT_SECONDS)
 
@@ -262,13 +296,15 @@ async def serve_metrics(
     host, port = parse_address(addr)
     loopback = await is_loopback(host)
     token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
-    if not loopback and token is None:
+    principals = read_tokens_file(cfg.listen.tokens_file) if cfg.listen.tokens_file else {}
+    auth = Authenticator(token=token, principals=principals)
+    if not loopback and not auth.required:
         raise UsageError(
             f"--metrics {addr} is not a loopback address: set listen.token_file (--token-file) "
             "so that requests need a bearer token, or use 127.0.0.1"
         )
     hosts = accepted_hosts(
-        host, loopback=loopback, token=token is not None, allowed_hosts=cfg.listen.allowed_hosts
+        host, loopback=loopback, token=auth.required, allowed_hosts=cfg.listen.allowed_hosts
     )
     try:
         listeners = await trio.open_tcp_listeners(port, host=host)
@@ -285,7 +321,7 @@ async def serve_metrics(
             if slots.value == 0:
                 return  # over MAX_CONNECTIONS at once: closed at once (idle ones would pile up)
             async with slots:
-                await _serve_one(stream, hub, token, hosts, cfg)
+                await _serve_one(stream, hub, auth, hosts, cfg)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError, OSError):
             pass
         finally:

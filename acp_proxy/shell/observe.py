@@ -124,6 +124,11 @@ class Connection:
     closed: str | None = None
 
     @property
+    def principal(self) -> str | None:
+        """The principal bound to the connection (``--tokens-file``), if any."""
+        return self.core.admission.principal
+
+    @property
     def client_name(self) -> str | None:
         """``clientInfo.name`` (v2: ``info.name``) from ``initialize``, when given."""
         return self.core.negotiated.client_name
@@ -225,7 +230,10 @@ class Hub:
     def observe(self, conn: Connection, record: Record) -> None:
         """Hands one record to every observer."""
         if self.trace is not None:
-            self.trace.write(conn.number, dict(record))
+            copy = dict(record)
+            if conn.principal is not None:
+                copy["principal"] = conn.principal
+            self.trace.write(conn.number, copy)
         if self.tally is not None:
             self.tally.observe(record)
         if record.get("type") == "closed" and conn.closed is None:

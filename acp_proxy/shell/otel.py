@@ -249,6 +249,8 @@ class OtelBridge:
             method or "request", context=parent, kind=SpanKind.SERVER, attributes=attributes
         )
         span.set_attribute("acp.connection", conn.number)
+        if conn.principal is not None:
+            span.set_attribute("acp.principal", conn.principal)
         decision = record["decision"]
         if decision != "forwarded":
             self._event(span, record)

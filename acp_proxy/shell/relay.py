@@ -35,10 +35,11 @@ import attrs
 import trio
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, Audit, Peer
+from acp_proxy.core.actions import Action, Audit, Peer, StoreCall
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, error_frame
+from acp_proxy.shell.budget_store import RedisBudgetStore, store_for
 from acp_proxy.shell.routing import (
     AuditSink,
     CoreTimer,
@@ -207,6 +208,10 @@ class Relay:
         self._client_eof = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._client_flushed = trio.Event()
+        # the shared budget store, when [budgets] store is set (its calls are core actions)
+        budgets = core.config.budgets
+        self._store: RedisBudgetStore | None = store_for(budgets) if budgets.store else None
+        self._calls: list[StoreCall] = []  # store calls made in a worker thread
 
     async def run(self) -> RelayResult:
         """Relays until the agent's stream has ended and the client has been told.
@@ -285,6 +290,8 @@ class Relay:
         def work() -> tuple[dict[Peer, list[bytes]], list[Audit]]:
             sink = _CollectedAudit()
             actions = self._handle(source, batch, now)
+            if self._store is not None:
+                self._calls.extend(a for a in actions if type(a) is StoreCall)
             return route_actions(actions, sink if self.audit is not None else None), sink.records
 
         try:
@@ -318,6 +325,8 @@ class Relay:
             await self._fail_closed(source, incoming)
             return
         await self._send_routed(batch)
+        if self._store is not None:
+            await self._store_calls([a for a in actions if type(a) is StoreCall])
 
     async def _fail_closed(
         self, source: Peer | None = None, incoming: list[Incoming] | None = None
@@ -367,6 +376,22 @@ class Relay:
         if answers and not (source is Peer.CLIENT and self._client_gone):
             await self._send_routed({source: answers})
 
+    async def _store_calls(self, calls: list[StoreCall]) -> None:
+        """Carries out the core's budget store calls (docs/design.md "Budgets shared through
+        a store"): a ``reserve`` is awaited here, so the reader that fed the prompt
+        reads nothing more until the core has its answer; an ``add`` runs apart."""
+        for call in calls:
+            if call.op == "reserve":
+                await self._store_answer(call)
+            elif self._nursery is not None:
+                self._nursery.start_soon(self._store_answer, call)
+
+    async def _store_answer(self, call: StoreCall) -> None:
+        assert self._store is not None
+        reply = await self._store.call(call)
+        await self._core_ready()
+        await self._apply(self.core.store_result(call, reply, self._now()))
+
     async def _send_routed(self, batch: dict[Peer, list[bytes]]) -> None:
         for peer, frames in batch.items():
             await self._budgets[peer].acquire(sum(map(len, frames)))
@@ -391,6 +416,9 @@ class Relay:
             await self._fail_closed(source, incoming)
             return
         await self._send_routed(batch)
+        if self._calls:
+            calls, self._calls = self._calls, []
+            await self._store_calls(calls)
 
     async def _fire_timer(self, now: float) -> None:
         await self._core_ready()
@@ -418,6 +446,10 @@ class Relay:
                 log.info("%s", exc)
                 if peer is Peer.CLIENT:
                     await self._on_client_gone("client stopped reading (stdout closed)")
+                elif self._wait_agent is not None:
+                    # an agent process that closed its stdin may still run and write;
+                    # a network agent that fails a write is gone, its reader says why
+                    await self._on_agent_deaf()
             finally:
                 budget.release(size)
         if peer is Peer.AGENT:
@@ -470,6 +502,15 @@ class Relay:
         await self._core_ready()
         await self._apply(self.core.peer_closed(Peer.CLIENT, self._now(), detail))
         await self._channels[Peer.AGENT][0].send(None)
+
+    async def _on_agent_deaf(self) -> None:
+        """A write to the agent failed: its requests are answered, its output still read."""
+        log.warning(
+            "the agent stopped reading its input; client requests are answered with an error"
+        )
+        await self._core_ready()
+        detail = "agent stopped reading its input (its stdin is closed)"
+        await self._apply(self.core.agent_stopped_reading(self._now(), detail))
 
     async def _read_agent(self) -> int | None:
         await self._pump(Peer.AGENT)

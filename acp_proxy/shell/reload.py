@@ -22,7 +22,9 @@ import contextlib
 import hashlib
 import logging
 import os
+import tomllib
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import trio
 
@@ -41,6 +43,10 @@ log = logging.getLogger("acp_proxy")
 WATCH_DEBOUNCE_MS = 200
 #: how long the watcher thread waits for events before checking for a cancel (milliseconds)
 WATCH_TIMEOUT_MS = 500
+#: a reload applies a file only after it went unchanged this long (seconds)
+SETTLE_SECONDS = 0.5
+#: how many quiet periods a reload waits for the file to settle before giving up
+SETTLE_ROUNDS = 20
 
 
 class LivePolicy:
@@ -52,6 +58,13 @@ class LivePolicy:
             overrides (raises :class:`~acp_proxy.errors.UsageError` when it is
             invalid); ``None`` when there is no file to reload.
         audit: where ``config_reloaded`` / ``config_reload_failed`` go.
+        path: the file ``load`` reads: a reload then applies only a *settled*
+            file (unchanged for ``settle_seconds``, the same bytes read before
+            and after loading) that holds at least one key (an empty or
+            comment-only file is never a policy: the one in force stays, the
+            refusal is audited). Replace a config file by rename to change it
+            in one step.
+        settle_seconds: the quiet period (seconds).
 
     Attributes:
         config: the effective configuration now: new connections start with it.
@@ -60,8 +73,16 @@ class LivePolicy:
     """
 
     def __init__(
-        self, config: Config, load: Callable[[], Config] | None, audit: AuditSink | None
+        self,
+        config: Config,
+        load: Callable[[], Config] | None,
+        audit: AuditSink | None,
+        *,
+        path: str | None = None,
+        settle_seconds: float = SETTLE_SECONDS,
     ) -> None:
+        self._path = path
+        self._settle_seconds = settle_seconds
         self.config = config
         self.digest = policy_digest(config)
         self.reloads = 0
@@ -93,8 +114,13 @@ class LivePolicy:
         if self._load is None:
             log.info("%s: no --config file, nothing to reload", trigger)
             return False
+        settled = await self._settled() if self._path is not None else None
         try:
+            if self._path is not None:
+                _check_settled(settled)
             loaded = self._load()
+            if self._path is not None and _read(self._path) != settled:
+                raise UsageError("the file changed while it was read: not settled")
         except UsageError as exc:
             log.error("%s: config reload failed, the policy in force stays: %s", trigger, exc)
             self._write(AuditEvent.CONFIG_RELOAD_FAILED, trigger=trigger, reason=str(exc))
@@ -126,9 +152,46 @@ class LivePolicy:
         )
         return True
 
+    async def _settled(self) -> bytes | None:
+        """The file's bytes once two reads ``settle_seconds`` apart agree; ``None``
+        when it never settled within :data:`SETTLE_ROUNDS` periods or cannot be read."""
+        assert self._path is not None
+        previous = _read(self._path)
+        for _ in range(SETTLE_ROUNDS):
+            await trio.sleep(self._settle_seconds)
+            current = _read(self._path)
+            if current == previous:
+                return current
+            previous = current
+        return None
+
     def _write(self, event: AuditEvent, **fields: object) -> None:
         if self._audit is not None:
             self._audit.write(Audit(event, None, fields))
+
+
+def _read(path: str) -> bytes | None:
+    """The file's bytes, ``None`` when it cannot be read."""
+    try:
+        return read_config_bytes(path)
+    except ConfigError:
+        return None
+
+
+def _check_settled(data: bytes | None) -> None:
+    """Raises :class:`UsageError` unless ``data`` is a settled file holding a key.
+
+    An empty (or comment-only) file would be a policy without rules: never
+    applied, whoever wrote it (a truncating writer, an agent through a client).
+    """
+    if data is None:
+        raise UsageError("the file kept changing or cannot be read: not settled")
+    try:
+        keys = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return  # the loader says what is wrong with it
+    if not keys:
+        raise UsageError("the file is empty (no key): an empty file is never a policy")
 
 
 def _content_digest(path: str) -> str | None:
@@ -144,9 +207,16 @@ def _directory_of(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
+class Reloadable(Protocol):
+    """What :func:`watch_config` reloads (a :class:`LivePolicy`, or the tokens of a listener)."""
+
+    async def reload(self, trigger: str) -> bool:
+        """Reloads; ``False`` when refused."""
+
+
 async def watch_config(
     path: str,
-    policy: LivePolicy,
+    policy: Reloadable,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:

@@ -29,6 +29,7 @@ from acp_proxy.core.actions import Peer
 from acp_proxy.core.trace import TRACE_FORMAT, TRACE_VERSION, Record, TracingCore
 from acp_proxy.core.wire.framing import Oversize, Partial
 from acp_proxy.errors import UsageError
+from acp_proxy.shell.replay_check import check_records
 
 __all__ = ["Outcome", "compare", "read_trace", "replay", "run_replay"]
 
@@ -248,20 +249,23 @@ def run_replay(argv: list[str], stdout: TextIO | None = None) -> int:
             f"{path!r} was recorded without content: record it with --trace-content "
             "(or [trace] include_content = true) to replay it"
         )
-    conns = {rec.get("conn", 1) for rec in records}
+    conns = {c for rec in records if type(c := rec.get("conn", 1)) is int}
     if len(conns) > MAX_REPLAY_CONNECTIONS:
         raise UsageError(
             f"{path!r} holds {len(conns)} connections; replay reads at most "
             f"{MAX_REPLAY_CONNECTIONS} (one engine each)"
         )
+    check_records(records, repr(path))
     try:
         pairs = compare(records, replay(config, records))
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        # a field missing or of the wrong type: a trace this version did not write
+        many = len({o.conn for o, _ in pairs}) > 1
+        lines = list(_lines(pairs, opts.diff, many))
+    except UsageError:
+        raise
+    except Exception as exc:  # any other shape check_records does not know: still one sentence
         raise UsageError(f"{path!r} is not a valid trace: {type(exc).__name__}: {exc}") from None
-    many = len({o.conn for o, _ in pairs}) > 1
     differ = 0
-    for same, line in _lines(pairs, opts.diff, many):
+    for same, line in lines:
         differ += not same
         print(line, file=out)
     if opts.diff:

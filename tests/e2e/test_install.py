@@ -10,6 +10,7 @@ from a directory outside the repository.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from support.srt import srt_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "acp_proxy")
@@ -88,8 +90,21 @@ def test_installed_config_strict_prints_the_shipped_file(installed: Path, tmp_pa
     r = _check([str(installed / "acp-proxy"), "config", "strict"], tmp_path)
     assert r.stdout == (ROOT / "config" / "strict.toml").read_text()
     (tmp_path / "strict.toml").write_text(r.stdout)
-    checked = _check([str(installed / "acp-proxy"), "check-config", "strict.toml"], tmp_path)
+    # strict turns the sandbox on: check-config runs the engine (srt on PATH) once ...
+    env = dict(os.environ, PATH=f"{srt_engine().parent}{os.pathsep}{os.environ['PATH']}")
+    cmd = [str(installed / "acp-proxy"), "check-config", "strict.toml"]
+    checked = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert checked.returncode == 0, checked.stderr
     assert 'on_expire = "drop"' in checked.stdout
+    assert "# sandbox: " in checked.stdout
+    # ... and without it says, in one sentence, that the sandbox cannot start (fail closed)
+    missing = subprocess.run(
+        cmd, cwd=tmp_path, env=dict(env, PATH="/nonexistent"), capture_output=True, text=True
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("acp-proxy: the sandbox cannot start: the sandbox engine")
 
 
 def _runtime_requirements(name: str, seen: set[str]) -> set[str]:

@@ -315,7 +315,8 @@ async def _send_json(ws: Any, obj: Any) -> Any:
 async def test_sighup_does_not_stop_a_listen_server() -> None:
     """SIGHUP to --listen: the open connection goes on being served, the log says once
     that there is nothing to reload (no --config); SIGTERM still stops it."""
-    cmd = [*proxy_command("--listen", "ws://127.0.0.1:0/acp", "--log-level", "info"), *AGENT_CMD]
+    cmd = [*proxy_command("--listen", "ws://127.0.0.1:0/acp", "--no-token", "--log-level", "info"),
+           *AGENT_CMD]  # fmt: skip
     with trio.fail_after(TIMEOUT):
         async with open_proxy(cmd) as proxy:
             err = await proxy.wait_for_stderr("listening on ")

@@ -36,7 +36,13 @@ async def test_corpus_through_the_proxy(agent: str, config_name: str, tmp_path: 
     audit = tmp_path / "audit.jsonl"
     args = ["--audit-log", str(audit)]
     if config_name == "strict":
-        args = ["--config", str(STRICT_TOML), *args]
+        # strict's wire policy; its [sandbox] is off here: the recorded cwds lie outside
+        # any workspace of this machine (the sandbox has its own tests: test_sandbox.py)
+        text = STRICT_TOML.read_text(encoding="utf-8")
+        assert text.count("\nenabled = true\n") == 1
+        strict = tmp_path / "strict.toml"
+        strict.write_text(text.replace("\nenabled = true\n", "\nenabled = false\n"))
+        args = ["--config", str(strict), *args]
     cmd = [
         *proxy_command(*args),
         sys.executable,

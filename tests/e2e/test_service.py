@@ -43,7 +43,7 @@ async def test_sighup_reloads_a_listen_server_without_closing_its_clients(tmp_pa
     """A live connection keeps going after SIGHUP, and its next refusal uses the new policy."""
     config = write_config(tmp_path / "acp.toml", "[enforcement]\nreject_code = -32001\n")
     audit_path = tmp_path / "audit.jsonl"
-    cmd = proxy_command("--listen", "ws://127.0.0.1:0/acp", "--config", str(config),
+    cmd = proxy_command("--listen", "ws://127.0.0.1:0/acp", "--no-token", "--config", str(config),
                         "--audit-log", str(audit_path), "--log-level", "info")  # fmt: skip
     with trio.fail_after(TIMEOUT):
         async with open_proxy([*cmd, *AGENT_CMD]) as proxy:
@@ -109,7 +109,7 @@ async def test_readyz_is_503_while_draining_after_sigterm(tmp_path: Path) -> Non
     stubborn = [sys.executable, "-c",
                 "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                 "time.sleep(60)"]  # fmt: skip
-    cmd = proxy_command("--listen", "ws://127.0.0.1:0/acp", "--config", str(config))
+    cmd = proxy_command("--listen", "ws://127.0.0.1:0/acp", "--no-token", "--config", str(config))
     with trio.fail_after(TIMEOUT):
         async with open_proxy([*cmd, *stubborn]) as proxy:
             url = _listening_url(await proxy.wait_for_stderr("listening on "))

@@ -119,7 +119,10 @@ async def test_metrics_and_status_over_http() -> None:
         assert (conn["client"], conn["agent"]) == ("zed", "claude")
         assert "s1" in conn["sessions"]
         assert conn["children"]["kid"]["parent"] == "s1"
-        assert conn["children"]["kid"]["title"] == "searcher"
+        # agent-given text only with audit.include_content
+        assert "title" not in conn["children"]["kid"]
+        assert "searcher" not in body.decode()
+        assert conn["principal"] is None
         assert conn["children"]["kid"]["capabilities"] == {"cancel": {}}
         assert conn["heldSessions"] == 1
         assert conn["counters"]["held"] == 1
@@ -306,4 +309,35 @@ async def test_idle_connections_beyond_the_bound_do_not_block_the_metrics_server
                 await trio.sleep(0.05)
         for stream in idle:
             await stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_status_and_metrics_count_would_block_per_rule() -> None:
+    """policy.mode = "observe": /status and /metrics count would-block decisions per rule,
+    and budget decisions per budget (issue 28)."""
+    from acp_proxy.config.io import config_from_dict
+
+    cfg = config_from_dict({"policy": {"mode": "observe"}, "budgets": {"prompts_per_window": 1}})
+    hub = Hub(tally=Tally())
+    core = hub.make_core(cfg)
+    session(core)
+    for rid in (10, 11, 12):
+        core.receive(CLIENT, req(rid, "session/prompt", {"sessionId": "s1", "prompt": []}), 4.0)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_metrics, "127.0.0.1:0", hub, Config())
+        _code, body = await get(port, "/metrics")
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(body.decode())
+            for s in f.samples
+        }
+        rule = (("rule", "prompts_per_window"),)
+        assert samples[("acp_proxy_would_block_total", rule)] == 2
+        budget = (("budget", "prompts_per_window"),)
+        assert samples[("acp_proxy_budget_exceeded_total", budget)] == 2
+        status = json.loads((await get(port, "/status"))[1])
+        assert status["wouldBlock"] == {"prompts_per_window": 2}
+        (conn,) = status["connections"]
+        assert conn["policyMode"] == "observe"
+        assert conn["budgets"]["exceeded"] == {"prompts_per_window": 2}
         nursery.cancel_scope.cancel()

@@ -326,3 +326,26 @@ def test_the_otel_modules_are_imported_only_when_on(
     names = json.loads(modules.replace("'", '"'))
     assert ("acp_proxy.shell.otel" in names) is loaded
     assert any(n.startswith("opentelemetry") for n in names) is loaded
+
+
+def test_a_connections_spans_name_its_principal() -> None:
+    """A connection bound to a principal (``--tokens-file``): every span carries
+    ``acp.principal``; a connection without one carries none."""
+    rig = Rig()
+    rig.core.admission.bind("alice", True, None)
+    rig.send(CLIENT, req(0, "initialize", {"protocolVersion": 1}), 0.0)
+    rig.send(AGENT, resp(0, {"protocolVersion": 1}), 0.1)
+    rig.send(
+        CLIENT,
+        req(1, "session/new", {"cwd": "/", "mcpServers": [{"name": "x", "command": "/x"}]}),
+        0.2,
+    )
+    spans = rig.finished()
+    assert {(s.attributes or {}).get("acp.principal") for s in spans.values()} == {"alice"}
+    assert set(spans) == {"initialize#0", "session/new#1"}  # the refused one is a span too
+    plain = Rig()
+    plain.send(CLIENT, req(0, "initialize", {"protocolVersion": 1}), 0.0)
+    plain.send(AGENT, resp(0, {"protocolVersion": 1}), 0.1)
+    assert "acp.principal" not in (plain.finished()["initialize#0"].attributes or {})
+    rig.bridge.shutdown()
+    plain.bridge.shutdown()

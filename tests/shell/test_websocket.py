@@ -293,7 +293,8 @@ async def test_sigterm_stops_listener_and_agents(tmp_path: Path) -> None:
     """SIGTERM: connections are closed with 1001, agents stopped, exit status 0."""
     log = tmp_path / "agents.log"
     env = {**os.environ, "ACP_TEST_AGENT_LOG": str(log)}
-    argv = [sys.executable, "-m", "acp_proxy", "--listen", "ws://127.0.0.1:0/acp", "--", *AGENT_CMD]
+    argv = [sys.executable, "-m", "acp_proxy", "--listen", "ws://127.0.0.1:0/acp", "--no-token",
+            "--", *AGENT_CMD]  # fmt: skip
     with trio.fail_after(TIMEOUT):
         proc = await trio.lowlevel.open_process(
             argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO

@@ -64,7 +64,8 @@ def spaced_dense(size_bytes: int) -> str:
 async def test_a_hostile_32_mib_message_does_not_stall_other_connections(shape: Any) -> None:
     """While a 32 MiB message is handled on one connection, another's round trips stay short."""
     text = shape(32 * MIB - 64)
-    argv = [sys.executable, "-m", "acp_proxy", "--listen", "ws://127.0.0.1:0/acp", "--", *AGENT_CMD]
+    argv = [sys.executable, "-m", "acp_proxy", "--listen", "ws://127.0.0.1:0/acp", "--no-token",
+            "--", *AGENT_CMD]  # fmt: skip
     with trio.fail_after(120):
         proc = await trio.lowlevel.open_process(
             argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO

@@ -12,7 +12,9 @@ from typing import Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
+from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.counters import Counters
+from acp_proxy.core.engine.elicitation import ELICITATION_CREATE, ElicitationGate
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
 from acp_proxy.core.engine.permissions import PermissionGate
@@ -58,6 +60,8 @@ class AgentDirection:
         ledger: outcomes, counters and requests in flight.
         negotiated: what ``initialize`` negotiated.
         gate: the permission gate (decides governed agent requests on delivery).
+        budgets: the budget gate (turns, tool calls, usage, repeated permission requests).
+        elicitation: the elicitation gate (``[elicitation]``, on delivery), if any.
     """
 
     def __init__(
@@ -69,8 +73,12 @@ class AgentDirection:
         ledger: Ledger,
         negotiated: Negotiated,
         gate: PermissionGate,
+        budgets: BudgetGate | None = None,
+        elicitation: ElicitationGate | None = None,
     ) -> None:
         self.config = config
+        self.budgets = budgets or BudgetGate(config, registry, ledger)
+        self.elicitation = elicitation
         self.registry = registry
         self.hold = hold
         self.dedup = dedup
@@ -120,6 +128,10 @@ class AgentDirection:
         if entry is None:
             return
         method = entry[0]
+        if method == "session/prompt" and self.budgets.watches_turns:
+            self.budgets.prompt_answered(
+                m.id, m.kind is _RESPONSE, self.negotiated.protocol_version
+            )
         result = m.body.get("result") if m.kind is _RESPONSE else None
         self.gate.agent_answered(m.id, method, entry[1], result, m.kind is _RESPONSE)
         if method in _OPENS_SESSION and type(entry[1]) is str:
@@ -172,6 +184,7 @@ class AgentDirection:
     def _closed_session(self, sid: str, out: list[Action]) -> None:
         """``sid`` was closed: its descendants leave the registry (mutations on them
         are refused from then on)."""
+        self.budgets.closed(sid)
         gone = self.registry.retire_descendants(sid)
         if gone:
             self.dedup.reset_session(sid, gone)
@@ -375,7 +388,19 @@ class AgentDirection:
         ``$/cancel_request`` for a request the proxy answered is dropped.
         """
         if m.kind is _REQUEST:
+            if (
+                m.method == "session/request_permission"
+                and self.budgets.active
+                and self.budgets.permission(m, out)
+            ):
+                return []
             if self.gate.governs(m.method) and self.gate.decide(m, now, out):
+                return []
+            if (
+                m.method == ELICITATION_CREATE
+                and self.elicitation is not None
+                and self.elicitation.decide(m, out)
+            ):
                 return []
         elif (
             m.method == CANCEL_REQUEST
@@ -394,6 +419,15 @@ class AgentDirection:
                     self._v1_opt_in(m, su, out)
                 if su == "subagent_update":
                     return self._subagent_update(m, upd, now, out)
+                budgets = self.budgets
+                if budgets.active:
+                    assert p is not None
+                    if su == "tool_call" and budgets.watches_tools:
+                        budgets.tool_call(p.get("sessionId"), out)
+                    elif su == "usage_update" and budgets.watches_usage:
+                        budgets.usage(p.get("sessionId"), upd, out)
+                    elif su == "state_update" and budgets.watches_turns:
+                        budgets.state_report(p.get("sessionId"), upd)
                 if su == "state_update" and self._dedup_on:
                     assert p is not None
                     sid = p.get("sessionId")

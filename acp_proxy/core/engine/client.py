@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
+from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
@@ -21,7 +23,12 @@ from acp_proxy.core.session.dedup import StateDedup
 from acp_proxy.core.session.hold import HoldBuffer
 from acp_proxy.core.session.policy import Rejection, check_mutation
 from acp_proxy.core.session.registry import Registry
-from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, Kind, Message
+from acp_proxy.core.session.workspace import (
+    SESSION_DIRECTORY_METHODS,
+    directories_outside,
+    normalize_root,
+)
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, Kind, Message
 
 __all__ = ["ClientDirection"]
 
@@ -47,6 +54,8 @@ class ClientDirection:
         agent: the agent direction, which delivers what opening a session releases.
         gate: the permission gate (records workspaces; drops late answers to
             requests whose ask timed out).
+        budgets: the budget gate (checks prompts; opens turns).
+        admission: the admission gate (``[admission]`` on session requests), if any.
     """
 
     def __init__(
@@ -59,8 +68,11 @@ class ClientDirection:
         negotiated: Negotiated,
         agent: AgentDirection,
         gate: PermissionGate,
+        budgets: BudgetGate | None = None,
+        admission: AdmissionGate | None = None,
     ) -> None:
         self.config = config
+        self.budgets = budgets or BudgetGate(config, registry, ledger)
         self.registry = registry
         self.hold = hold
         self.dedup = dedup
@@ -70,6 +82,7 @@ class ClientDirection:
         self.negotiated = negotiated
         self.agent = agent
         self.gate = gate
+        self.admission = admission
         self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
@@ -81,9 +94,13 @@ class ClientDirection:
         self.config = config
         self._mutations = config.enforcement.child_mutations
         self._read_only = frozenset(config.enforcement.child_read_only)
+        sandbox = config.sandbox
+        #: the sandbox's workspace roots (absolute: the shell resolved them), or empty
+        self._roots = tuple(normalize_root(r) for r in sandbox.workspace) if sandbox.enabled else ()
 
-    def handle(self, m: Message, now: float, out: list[Action]) -> None:
-        """One classified client message (request, notification or response)."""
+    def handle(self, m: Message, now: float, out: list[Action], budgeted: bool = False) -> None:
+        """One classified client message (request, notification or response); ``budgeted``:
+        a prompt the budget store allowed, checked again here but not counted again."""
         kind = m.kind
         if kind is _REQUEST or kind is _NOTIFICATION:
             method = m.method
@@ -102,25 +119,66 @@ class ClientDirection:
             if rejection is not None:
                 self._reject(m, rejection, out)
                 return
-            if kind is _REQUEST and not self.ledger.track(_CLIENT, m, out):
-                return
-            gone = self.inflight.gone[_AGENT]
-            if gone is not None:
-                if kind is _REQUEST:
-                    self.inflight.pop(_CLIENT, m.id)
-                    self.ledger.answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
-                else:
-                    self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
-                return
-            if kind is _REQUEST:
-                self.gate.client_request(m, sid)
-                if sid is not None and method in _OPENS_SESSION:
-                    self._open(sid, method, now, out)
-            self.ledger.forward(out, _AGENT, m.raw)
+            if kind is _REQUEST and self.admission is not None:
+                refusal = self.admission.decide(m)
+                if refusal is not None and self.admission.refuse(m, refusal, out):
+                    return
+            if self._roots and kind is _REQUEST and method in SESSION_DIRECTORY_METHODS:
+                outside = directories_outside(m.params, self._roots)
+                if outside:
+                    self._refuse_outside(m, outside, out)
+                    return
+            if (
+                method == "session/prompt"
+                and kind is _REQUEST
+                and not budgeted
+                and self.budgets.watches_prompts
+                and m.id not in self.inflight.pending[_CLIENT]
+                and self.budgets.prompt(m, sid, now, out)
+            ):
+                return  # refused, or waiting for the budget store (ProxyCore.store_result)
+            self._go_on(m, now, out)
             return
         if self.gate.watching and self.gate.client_response(m, out):
             return
         self.ledger.settle(_CLIENT, m, out)
+
+    def _refuse_workspace(self, m: Message, reason: str, out: list[Action]) -> None:
+        """Answers a session/new | load | resume | fork whose workspace is over
+        ``limits.max_workspace_bytes`` with an error under its id (audited)."""
+        self.inflight.pop(_CLIENT, m.id)
+        fields = {"sessionId": m.session_id, "method": m.method, "id": m.id, "reason": reason}
+        self.ledger.audit(out, AuditEvent.REQUEST_REFUSED, _CLIENT, **fields)
+        self.ledger.answer(
+            out, _CLIENT, m.id, INVALID_PARAMS, f"acp-proxy: {m.method} refused: {reason}"
+        )
+
+    def _go_on(self, m: Message, now: float, out: list[Action]) -> None:
+        """A client request or notification that passed enforcement and budgets: tracked
+        and forwarded (or answered when the agent has gone)."""
+        kind = m.kind
+        method = m.method
+        sid = m.session_id
+        if kind is _REQUEST and not self.ledger.track(_CLIENT, m, out):
+            return
+        gone = self.inflight.gone[_AGENT]
+        if gone is not None:
+            if kind is _REQUEST:
+                self.inflight.pop(_CLIENT, m.id)
+                self.ledger.answer(out, _CLIENT, m.id, INTERNAL_ERROR, f"acp-proxy: {gone}")
+            else:
+                self.ledger.drop(out, m, _CLIENT, AuditEvent.NOTIFICATION_DROPPED, gone)
+            return
+        if kind is _REQUEST:
+            refused = self.gate.client_request(m, sid)
+            if refused is not None:
+                self._refuse_workspace(m, refused, out)
+                return
+            if sid is not None and method in _OPENS_SESSION:
+                self._open(sid, method, now, out)
+            elif method == "session/prompt" and self.budgets.watches_turns:
+                self.budgets.prompt_forwarded(m, sid, now)
+        self.ledger.forward(out, _AGENT, m.raw)
 
     def _reject(self, m: Message, rejection: Rejection, out: list[Action]) -> None:
         """Refuses a client message naming a child: a request is answered, a
@@ -156,6 +214,31 @@ class ClientDirection:
         if event is AuditEvent.REQUEST_DROPPED:
             fields["reason"] = f"{rejection.reason}; its id is already in flight"
         self.ledger.audit(out, event, _CLIENT, **fields)
+
+    def _refuse_outside(self, m: Message, outside: list[str], out: list[Action]) -> None:
+        """Answers a session request naming directories outside the sandbox's workspace
+        (never forwarded: the agent could not work there), audited as ``request_refused``."""
+        roots = list(self._roots)
+        reason = (
+            f"the sandbox confines the agent to the workspace {', '.join(roots)}; "
+            f"{', '.join(outside)} is outside it"
+        )
+        self.ledger.audit(
+            out,
+            AuditEvent.REQUEST_REFUSED,
+            _CLIENT,
+            sessionId=m.session_id,
+            method=m.method,
+            id=m.id,
+            reason=reason,
+            workspace=roots,
+            outside=outside,
+        )
+        message = (
+            f"acp-proxy: {reason}: start the session in the workspace or widen [sandbox] workspace"
+        )
+        data = {"workspace": roots, "outside": outside}
+        self.ledger.answer(out, _CLIENT, m.id, INVALID_PARAMS, message, data)
 
     def _client_initialize(self, m: Message) -> None:
         """Records whether the client opted into subagents (v1 ``clientCapabilities.subagents``)

@@ -43,6 +43,11 @@ class Ledger:
         self.inflight = inflight
         self.include_content = include_content
         self.label = label
+        #: rule or budget name -> decisions that would have blocked (``policy.mode = "observe"``)
+        self.would_block: dict[str, int] = {}
+        #: messages the proxy itself sent, with why, when something reads them (the
+        #: trace sets a list; ``None``: not kept)
+        self.originated: list[tuple[Peer, bytes, str]] | None = None
 
     def audit(
         self, out: list[Action], event: AuditEvent, source: Peer | None, **fields: Any
@@ -59,6 +64,13 @@ class Ledger:
         """Delivers one message to ``to``."""
         self.n.forwarded += 1
         out.append(Send(to, data))
+
+    def originate(self, out: list[Action], to: Peer, data: bytes, why: str) -> None:
+        """Sends a message of the proxy's own (no peer's message: outside the accounting),
+        e.g. a budget's ``session/cancel``."""
+        out.append(Send(to, data))
+        if self.originated is not None:
+            self.originated.append((to, data, why))
 
     def answer(
         self, out: list[Action], to: Peer, rid: Any, code: int, message: str, data: Any = None

@@ -10,7 +10,9 @@ needs to apply them:
 - the **workspaces** the client gave (``session/new`` / ``session/fork`` on a
   successful answer, keyed by the result's ``sessionId``; ``session/load`` /
   ``session/resume`` at request time, forgotten on an error answer or a close),
-  bounded like the registry's ordinary sessions (``limits.max_sessions``);
+  bounded like the registry's ordinary sessions (``limits.max_sessions``) and
+  in bytes (``limits.max_workspace_bytes``: a request whose workspace would go
+  beyond it is refused under its id);
 - the ids of agent requests **the proxy answered** (so a later
   ``$/cancel_request`` for one is dropped, not forwarded);
 - the **ask timers** of forwarded requests with ``ask_timeout_seconds``, and
@@ -43,7 +45,9 @@ from acp_proxy.core.session.permissions import (
     session_context,
     workspace_from_params,
 )
+from acp_proxy.core.session.places import OwnFiles
 from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.session.sdk_reading import PathResolver
 from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import governed_misread
 from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, dumps
@@ -94,6 +98,11 @@ class PermissionGate:
         self.negotiated = negotiated
         self.workspaces: dict[str, Workspace] = {}
         self._creating: dict[Any, Workspace] = {}  # client request id -> workspace
+        # estimated bytes of each kept workspace (by session id, by creating request id)
+        self._workspace_sizes: dict[str, int] = {}
+        self._creating_sizes: dict[Any, int] = {}
+        #: bytes of every workspace kept or being created (``limits.max_workspace_bytes``)
+        self.workspace_bytes = 0
         self.answered: dict[Any, str] = {}
         self.expired: dict[Any, str] = {}
         # agent request id -> (method, session, rule) forwarded for the client to
@@ -106,19 +115,40 @@ class PermissionGate:
         self.tools: dict[str, dict[str, tuple[dict[str, Any], int]]] = {}
         self._tool_bytes: dict[str, int] = {}
         self._tool_total = 0
+        #: resolves a path on the proxy's filesystem (:meth:`use_filesystem`); None: lexical only
+        self.resolve: PathResolver | None = None
+        #: the proxy's own files, refused to every governed request
+        self.own = OwnFiles()
         self.configure(config)
+
+    def use_filesystem(self, resolve: PathResolver | None, own: OwnFiles) -> None:
+        """The shell shares the client's filesystem: resolve paths there, and keep
+        the proxy's own files out of reach (issue 31; :mod:`~acp_proxy.core.session.places`).
+
+        Args:
+            resolve: resolves an absolute path (``..``, symbolic links of its
+                longest existing prefix); ``None`` reads paths lexically only.
+            own: the proxy's own files (config, watched directory, audit log,
+                trace, log file, token and key files); refused even without rules.
+        """
+        self.resolve = resolve
+        self.own = own
 
     def configure(self, config: Config) -> None:
         """Builds the policy from ``config`` (also on a reload: per-connection state stays)."""
         self.policy = Policy(config.permissions)
+        self.observe = config.policy.mode == "observe"
         self.include_content = config.audit.include_content
         self._max_sessions = config.limits.max_sessions
+        self._max_workspace_bytes = config.limits.max_workspace_bytes
         self._max_remembered = config.limits.max_pending_requests
         self._max_session_tool_bytes = config.limits.max_child_bytes
         self._max_tool_bytes = config.limits.max_registry_bytes
         #: True while some rule governs session/request_permission: the agent's
         #: tool_call / tool_call_update announcements are then remembered.
-        self.remembers_tools = self.policy.active and self.policy.has_rules(_REQUEST_PERMISSION)
+        self.remembers_tools = (
+            self.policy.active and self.policy.has_rules(_REQUEST_PERMISSION)
+        ) or config.budgets.repeat_limit > 0  # a repeated call is known by these fields too
         if not self.remembers_tools:
             self.tools.clear()
             self._tool_bytes.clear()
@@ -126,40 +156,68 @@ class PermissionGate:
 
     # ------------------------------------------------------------ workspaces
 
-    def client_request(self, m: Message, sid: str | None) -> None:
-        """A client request on its way to the agent: remembers the workspace it gives."""
+    def client_request(self, m: Message, sid: str | None) -> str | None:
+        """A client request on its way to the agent: remembers the workspace it gives.
+
+        Returns:
+            Why it is refused (its workspace would take the kept workspaces over
+            ``limits.max_workspace_bytes``), or ``None``: forward it.
+        """
         method = m.method
-        if method in CREATES_SESSION:
-            self._creating[m.id] = workspace_from_params(m.params)
-        elif method in OPENS_SESSION and sid is not None:
-            self._remember(sid, workspace_from_params(m.params))
+        creates = method in CREATES_SESSION
+        if not creates and (method not in OPENS_SESSION or sid is None):
+            return None
+        workspace = workspace_from_params(m.params)
+        cap = self._max_workspace_bytes
+        size = footprint([workspace.cwd, *workspace.additional_directories], cap + 1)
+        replaced = 0 if creates or sid is None else self._workspace_sizes.get(sid, 0)
+        if self.workspace_bytes - replaced + size > cap:
+            return (
+                f"its workspace (cwd and additionalDirectories, about {size} bytes) would "
+                f"take the kept workspaces over limits.max_workspace_bytes ({cap})"
+            )
+        if creates:
+            self._creating[m.id] = workspace
+            self._creating_sizes[m.id] = size
+            self.workspace_bytes += size
+        elif sid is not None:
+            self._remember(sid, workspace, size)
+        return None
 
     def agent_answered(self, rid: Any, method: str, sid: Any, result: Any, ok: bool) -> None:
         """The agent answered client request ``rid`` (``method``, on session ``sid``)."""
         if method in CREATES_SESSION:
             workspace = self._creating.pop(rid, None)
+            size = self._creating_sizes.pop(rid, 0)
+            self.workspace_bytes -= size
             new = result.get("sessionId") if ok and isinstance(result, dict) else None
             if workspace is not None and type(new) is str:
-                self._remember(new, workspace)
+                self._remember(new, workspace, size)
         elif type(sid) is str and (
             (method in OPENS_SESSION and not ok) or (method == "session/close" and ok)
         ):
-            self.workspaces.pop(sid, None)
+            self._forget_workspace(sid)
             self._forget_tools(sid)
 
-    def _remember(self, sid: str, workspace: Workspace) -> None:
+    def _remember(self, sid: str, workspace: Workspace, size: int) -> None:
         spaces = self.workspaces
-        spaces.pop(sid, None)
+        self._forget_workspace(sid)
         spaces[sid] = workspace
+        self._workspace_sizes[sid] = size
+        self.workspace_bytes += size
         while len(spaces) > self._max_sessions:
-            del spaces[next(iter(spaces))]
+            self._forget_workspace(next(iter(spaces)))
+
+    def _forget_workspace(self, sid: str) -> None:
+        if self.workspaces.pop(sid, None) is not None:
+            self.workspace_bytes -= self._workspace_sizes.pop(sid, 0)
 
     # -------------------------------------------------------------- deciding
 
     def governs(self, method: str | None) -> bool:
         """True when the policy has rules and one could govern ``method``."""
         policy = self.policy
-        return policy.active and policy.governs(method)
+        return (policy.active or bool(self.own)) and policy.governs(method)
 
     def decide(self, m: Message, now: float, out: list[Action]) -> bool:
         """Decides agent request ``m`` (in flight toward the client, one :meth:`governs`).
@@ -197,12 +255,27 @@ class PermissionGate:
                 sid if type(sid) is str else None, self.registry, self.workspaces
             )
             decision = self.policy.decide(
-                context, method, params, tools=self._tools_named(sid, params)
+                context,
+                method,
+                params,
+                tools=self._tools_named(sid, params),
+                resolve=self.resolve,
+                own=self.own,
             )
         event = decision.audit_event
+        observed = self.observe and not decision.forced and decision.rule is not None
         if event is not None:
             fields = decision.audit_fields(sid, include_content=self.include_content)
+            if observed:  # policy.mode = "observe": decided and audited, then forwarded
+                blocks = decision.disposition == "refuse" or decision.action == "deny"
+                fields["would_block"] = blocks
+                fields["observed"] = True
+                if blocks and decision.rule is not None:
+                    wb = self.ledger.would_block
+                    wb[decision.rule] = wb.get(decision.rule, 0) + 1
             self.ledger.audit(out, event, _AGENT, id=rid, **fields)
+        if observed:
+            return False
         if decision.disposition == "forward":
             if decision.action == "ask":
                 asked = self.asked
@@ -442,3 +515,5 @@ class PermissionGate:
     def agent_gone(self) -> None:
         """The agent left: no answer to a session/new will come."""
         self._creating.clear()
+        self.workspace_bytes -= sum(self._creating_sizes.values())
+        self._creating_sizes.clear()

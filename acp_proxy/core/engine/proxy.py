@@ -22,16 +22,20 @@ counters, and ``accepted == forwarded + answered + dropped + held`` always.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import attrs
 
 from acp_proxy.config import Config
-from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send
+from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send, StoreCall, StoreReply
+from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
+from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.client import ClientDirection
 from acp_proxy.core.engine.counters import CoreStatistics, Counters
+from acp_proxy.core.engine.elicitation import ElicitationGate
 from acp_proxy.core.engine.inflight import InFlight
 from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.engine.negotiated import Negotiated
@@ -100,6 +104,9 @@ class ProxyCore:
             ask timers); ``permissions.configure(config)`` swaps the policy.
         client: the client direction.
         agent: the agent direction.
+        admission: the admission gate (``[admission]``; the shell binds the
+            connection's principal with ``admission.bind``).
+        elicitation: the elicitation gate (``[elicitation]``).
     """
 
     def __init__(self, config: Config | None = None, *, label: str = "") -> None:
@@ -120,10 +127,16 @@ class ProxyCore:
         self.dedup = StateDedup(limits.max_dedup_bytes)
         self.n = Counters()
         self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
+        #: the agent stopped reading (:meth:`agent_stopped_reading`) but has not exited yet
+        self.agent_deaf = False
         self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
         self.negotiated = Negotiated()
         self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
-        self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
+        self.budgets = BudgetGate(config, self.registry, self.ledger, self.permissions.tools)
+        self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
+        self._needs = self._needs_table()
+        self.admission = AdmissionGate(config, self.ledger)
+        self.elicitation = ElicitationGate(config, self.ledger, self.permissions)
         self.agent = AgentDirection(
             config,
             self.registry,
@@ -132,6 +145,8 @@ class ProxyCore:
             self.ledger,
             self.negotiated,
             self.permissions,
+            self.budgets,
+            self.elicitation,
         )
         self.client = ClientDirection(
             config,
@@ -142,15 +157,31 @@ class ProxyCore:
             self.negotiated,
             self.agent,
             self.permissions,
+            self.budgets,
+            self.admission,
         )
+
+    def _needs_table(self) -> dict[str, str | None]:
+        """The fast path's table of updates to inspect: the permission gate's, plus
+        ``tool_call`` / ``usage_update`` while a budget counts them (only then)."""
+        needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
+        b = self.budgets
+        if b.watches_tools or b.watches_usage:
+            needs = dict(needs)
+            if b.watches_tools:
+                needs["tool_call"] = None
+            if b.watches_usage:
+                needs["usage_update"] = None
+        return needs
 
     def reconfigure(self, config: Config) -> None:
         """Applies the policy sections of ``config`` to this live connection (a reload).
 
         The policy sections (:data:`acp_proxy.config.reload.POLICY_SECTIONS`):
-        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content`` and
-        ``permissions``. Every part that read one of them at construction is
-        given the new value here, in one synchronous call, so the next message
+        ``enforcement``, ``hold``, ``dedup``, ``audit.include_content``,
+        ``permissions``, ``admission`` and ``elicitation``. Every part that read
+        one of them at construction is given the new value here, in one
+        synchronous call, so the next message
         is decided wholly under the new policy: a narrowed
         ``child_mutations`` refuses the next mutation on a child registered
         before, a shorter ``hold.timeout_seconds`` applies to sessions held
@@ -173,7 +204,10 @@ class ProxyCore:
         self.agent.reconfigure(config)
         self.client.reconfigure(config)
         self.permissions.configure(config)
-        self._needs = NEEDS_WITH_TOOLS if self.permissions.remembers_tools else NEEDS
+        self.budgets.configure(config)
+        self.admission.configure(config)
+        self.elicitation.configure(config)
+        self._needs = self._needs_table()
 
     @property
     def protocol_version(self) -> int | None:
@@ -223,6 +257,53 @@ class ProxyCore:
         Returns:
             Actions to carry out in order.
         """
+        if source is _CLIENT and self.budgets.store and self.budgets.watches_prompts:
+            return self._client_in_order(incoming, now)
+        return self._receive(source, incoming, now)
+
+    def _client_in_order(self, incoming: Incoming | Sequence[Incoming], now: float) -> list[Action]:
+        """Client items one at a time, queued while a prompt waits for the budget store
+        (:meth:`store_result` goes on with them), so the client's order is kept."""
+        queue = self._queued
+        if type(incoming) is list:
+            items: Sequence[Incoming] = incoming
+        else:
+            items = [incoming]  # type: ignore[list-item]
+        for item in items:
+            if type(item) is Lines:
+                queue.extend(item.frames())
+            else:
+                queue.append(item)
+        return self._drain(now)
+
+    def _drain(self, now: float) -> list[Action]:
+        out: list[Action] = []
+        queue = self._queued
+        while queue and self.budgets.waiting is None:
+            out.extend(self._receive(_CLIENT, queue.popleft(), now))
+        return out
+
+    def store_result(self, call: StoreCall, reply: StoreReply, now: float) -> list[Action]:
+        """The budget store answered ``call`` (a :class:`~acp_proxy.core.actions.StoreCall`
+        the core asked for): the waiting prompt is forwarded or answered, then the
+        client's messages queued behind it are handled, in order.
+
+        Args:
+            call: the call, as the core gave it.
+            reply: what the store said (``ok=False`` when it could not be reached).
+            now: current time, seconds.
+        """
+        out: list[Action] = []
+        m = self.budgets.store_result(call, reply, now, out)
+        if m is not None:  # enforcement again: the registry may have changed meanwhile
+            self.client.handle(m, now, out, budgeted=True)
+        if self._queued and self.budgets.waiting is None:
+            out.extend(self._drain(now))
+        return out
+
+    def _receive(
+        self, source: Peer, incoming: Incoming | Sequence[Incoming], now: float
+    ) -> list[Action]:
         if type(incoming) is bytes:
             return self._frame(source, incoming, now)
         items: Sequence[Incoming] = incoming if type(incoming) is list else [incoming]  # type: ignore[list-item]
@@ -437,6 +518,10 @@ class ProxyCore:
         out: list[Action] = []
         gone = self.inflight.gone
         if gone[peer] is not None:
+            if peer is _AGENT and self.agent_deaf:  # it stopped reading before; now it exited
+                self.agent_deaf = False
+                for ev in self.hold.evict_all("agent_exited"):
+                    self.agent.expire(ev, now, out)
             return out
         text = detail or f"{peer.value} closed the connection"
         gone[peer] = text
@@ -450,7 +535,46 @@ class ProxyCore:
                 self.agent.expire(ev, now, out)
         else:
             self.permissions.client_gone()
-        waiting = peer.other
+            stalled = self.budgets.waiting
+            if stalled is not None:  # nobody is left to answer: the prompt goes no further
+                self.budgets.waiting = None
+                self._queued.clear()  # not yet accepted
+                self.ledger.drop(
+                    out,
+                    stalled[1],
+                    _CLIENT,
+                    AuditEvent.REQUEST_DROPPED,
+                    "the client went while it waited for the budget store",
+                )
+        self._answer_waiting(peer.other, text, out)
+        return out
+
+    def agent_stopped_reading(self, now: float, detail: str) -> list[Action]:
+        """A write to the agent failed: it closed its input, but it may still be running.
+
+        The agent is treated as gone *for requests*: the client's requests in
+        flight toward it, and every later one, are answered ``-32603`` naming
+        ``detail`` (audited ``peer_closed``); its own output keeps flowing to
+        the client until it exits (:meth:`peer_closed` then releases the hold
+        buffer). Idempotent.
+
+        Args:
+            now: current time, seconds.
+            detail: why, e.g. ``"agent stopped reading its input (stdin closed)"``.
+        """
+        out: list[Action] = []
+        if self.inflight.gone[_AGENT] is not None:
+            return out
+        self.inflight.gone[_AGENT] = detail
+        self.agent_deaf = True
+        self.ledger.audit(out, AuditEvent.PEER_CLOSED, _AGENT, reason=detail)
+        self.ledger.info(out, "side ended", f"the agent's input ended: {detail}")
+        self.permissions.agent_gone()
+        self._answer_waiting(Peer.CLIENT, detail, out)
+        return out
+
+    def _answer_waiting(self, waiting: Peer, text: str, out: list[Action]) -> None:
+        """Answers ``-32603`` every request of ``waiting`` in flight toward a peer gone."""
         expired = self.permissions.expired if waiting is _AGENT else {}
         for rid, (method, sid, _cost) in self.inflight.take_all(waiting):
             if expired.pop(rid, None) is not None:
@@ -466,7 +590,6 @@ class ProxyCore:
                     ),
                 )
             )
-        return out
 
     def pending_ids(self, requester: Peer) -> Collection[Any]:
         """The ids of ``requester``'s requests still in flight (a read-only view)."""
@@ -481,9 +604,12 @@ class ProxyCore:
         earlier of the hold buffer's next expiry and the next permission ask timeout."""
         hold = self.hold.next_deadline()
         ask = self.permissions.next_deadline()
-        if ask is None:
+        if ask is not None and (hold is None or ask < hold):
+            hold = ask
+        turn = self.budgets.next_deadline() if self.budgets.watches_turns else None
+        if turn is None:
             return hold
-        return ask if hold is None or ask < hold else hold
+        return turn if hold is None or turn < hold else hold
 
     def handle_timer(self, now: float) -> list[Action]:
         """Expires held sessions whose ``hold.timeout_seconds`` has passed, and answers
@@ -493,12 +619,14 @@ class ProxyCore:
         for ev in self.hold.expire(now):
             self.agent.expire(ev, now, out)
         self.permissions.expire(now, out)
+        if self.budgets.watches_turns:
+            self.budgets.expire(now, out)
         return out
 
     def statistics(self) -> CoreStatistics:
         """A snapshot of the counters (see :class:`CoreStatistics`)."""
         return CoreStatistics(
-            held=self.hold.total_messages,
+            held=self.hold.total_messages + (self.budgets.waiting is not None),
             held_bytes=self.hold.total_bytes,
             pending_client_requests=self.inflight.count(_CLIENT),
             pending_agent_requests=self.inflight.count(_AGENT),

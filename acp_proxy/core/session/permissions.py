@@ -59,7 +59,10 @@ Matching (see :class:`Policy` for the decision among rules)
   the session's cwd, where the client runs it). A deny rule's ``command`` (and
   ``raw_input``) also reads other spellings (:func:`command_variants`):
   whitespace runs as one space, the executable without its directory, the
-  script of ``sh -c`` / ``bash -c``. Advisory: an agent can always hide a
+  script of ``sh -c`` / ``bash -c`` (also when an argv array names the shell:
+  Codex's ``["/bin/bash", "-lc", "sudo ls"]`` is matched on ``sudo ls``, never
+  joined and re-split), the argv behind ``env`` / ``exec`` / ``timeout`` and
+  the like. Advisory: an agent can always hide a
   command line; the durable control is that everything else asks.
 - Paths and cwds must be absolute POSIX paths (ACP requires it; a client
   resolves a relative one against its own working directory): while the
@@ -97,7 +100,9 @@ import attrs
 
 from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
 from acp_proxy.core.actions import AuditEvent
+from acp_proxy.core.session.places import OwnFiles, own_file_hit
 from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.session.sdk_reading import TOOL_KINDS, PathResolver, read_args, tool_paths
 from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
 from acp_proxy.core.wire.views import OPAQUE
 
@@ -360,6 +365,10 @@ class Policy:
             )
             for method, rules in self._by_method.items()
         }
+        self._reads_path = {
+            method: any(r.path is not None for _, r in rules)
+            for method, rules in self._by_method.items()
+        }
         self._kind_denied = {
             method: any(r.action == "deny" and r.tool_kind is not None for _, r in rules)
             for method, rules in self._by_method.items()
@@ -385,6 +394,8 @@ class Policy:
         params: Mapping[str, Any] | None,
         *,
         tools: Mapping[str, Mapping[str, Any]] | None = None,
+        resolve: PathResolver | None = None,
+        own: OwnFiles | None = None,
     ) -> Decision:
         """Decides one agent request.
 
@@ -399,6 +410,12 @@ class Policy:
                 (``toolCallId`` -> ``kind`` / ``title`` / ``name`` /
                 ``rawInput``): merged under a request_permission's tool call
                 with that id (the request's own non-null fields win).
+            resolve: resolves a path on the proxy's filesystem (``None``: paths
+                are read lexically only). Every place is then read twice, as
+                given and resolved, each against the workspace roots as given
+                and resolved: the stricter decision wins.
+            own: the proxy's own files: a request naming one (as given or
+                resolved) is refused whatever the rules say.
 
         Every shape a request_permission holds is read, whatever version was
         negotiated: the v1 ``toolCall`` and the v2 ``subject``. A deny rule
@@ -422,26 +439,54 @@ class Policy:
                     forced=True,
                 )
         rules = self._by_method.get(method)
-        if not rules:
+        if not rules and not own:
             return Decision(method, "ask")
         if method == _REQUEST_PERMISSION:
             shapes = _shapes(p, context, tools)
         else:
             shapes = [_facts(method, p, context)]
+        contexts = [context] * len(shapes)
+        if resolve is not None:
+            resolved = [_resolved(shape, resolve) for shape in shapes]
+            extra = [r for r in resolved if r is not None]
+            if extra:
+                shapes += extra
+                contexts += [_resolved_context(context, resolve)] * len(extra)
         audit: dict[str, str] = {}
         for shape in shapes:
             for key, value in shape.audit.items():
                 audit.setdefault(key, value)
-        picks = [self._pick(rules, shape, context) for shape in shapes]
+        if own:
+            hit = own_file_hit(
+                (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
+                (x for s in shapes for x in (s.command, *s.commands) if x is not None),
+                own,
+            )
+            if hit is not None:
+                return Decision(
+                    method,
+                    "deny",
+                    error_code=self.config.refuse_code,
+                    reason=f"names the proxy's own file {hit}",
+                    facts=audit,
+                    forced=True,
+                )
+        if not rules:
+            return Decision(method, "ask")
+        picks = [self._pick(rules, s, c) for s, c in zip(shapes, contexts, strict=True)]
         chosen = next((c for c in picks if c is not None and c[1].action == "deny"), None)
         why: str | None = None
-        if any(shape.incomplete for shape in shapes):
-            why = UNREADABLE_REASON
+        refuse = method != _REQUEST_PERMISSION
+        disagreement = next((s.disagreement for s in shapes if s.disagreement), None)
+        if disagreement is not None:
+            why, refuse = f"read differently by the SDKs: {disagreement}", True
+        elif any(s.incomplete or (s.paths_incomplete and self._reads_path[method]) for s in shapes):
+            why = UNREADABLE_REASON  # too large to read: refused, or asked (never allowed)
         elif self._reads_location[method] and any(shape.unresolved for shape in shapes):
             why = UNRESOLVED_REASON
         if chosen is None and why is not None:
             reason = f"{why}: fail closed"
-            if method != _REQUEST_PERMISSION:
+            if refuse:
                 return Decision(
                     method,
                     "deny",
@@ -552,6 +597,12 @@ class _Facts:
     kind_unknown: bool = False  # a tool call whose kind is missing (or not a string)
     unresolved: bool = False  # a path or cwd that is not absolute (or an unknown cwd)
     commands: tuple[str, ...] = ()  # command line spellings deny rules also read
+    paths: tuple[str, ...] = ()  # a tool call's locations and diff paths (normalised)
+    disagreement: str | None = None  # why the SDKs read a governed field differently
+    paths_incomplete: bool = False  # locations / content too large to read (OPAQUE)
+    raw_path: str | None = None  # the place as given, before normalisation
+    raw_cwd: str | None = None
+    raw_paths: tuple[str, ...] = ()
 
 
 #: Why a governed request could not be decided on its fields.
@@ -579,15 +630,24 @@ def _tool_facts(tool: object, tools: Mapping[str, Mapping[str, Any]] | None) -> 
         merged.update((k, v) for k, v in tool.items() if v is not None)
         tool = merged
     raw = tool.get("rawInput")
+    named = tool_paths(tool)
     incomplete = any(tool.get(k) is OPAQUE for k in TOOL_FIELDS) or (
         isinstance(raw, dict) and any(v is OPAQUE for v in raw.values())
     )
     audit = {k: tool[k] for k in ("name", "kind", "title") if isinstance(tool.get(k), str)}
+    if named.paths:
+        audit["paths"] = " ".join(named.paths)
+    paths = tuple(_normpath(p) if is_absolute(p) else p for p in named.paths)
     return _Facts(
         tool,
         audit=audit,
         incomplete=incomplete,
-        kind_unknown=not isinstance(tool.get("kind"), str),
+        # the SDKs read a kind outside the schema's ToolKind values as no kind
+        kind_unknown=tool.get("kind") not in TOOL_KINDS,
+        unresolved=any(not is_absolute(p) for p in paths),
+        paths=paths,
+        paths_incomplete=named.incomplete,
+        raw_paths=named.paths,
     )
 
 
@@ -622,6 +682,8 @@ def _shapes(
                     incomplete,
                     unresolved=cwd_text is not None and cwd is None,
                     commands=command_variants(command) if command is not None else (),
+                    raw_cwd=cwd_text,
+                    disagreement=_subject_problem(raw_command, raw_cwd),
                 )
             )
         else:
@@ -631,12 +693,25 @@ def _shapes(
     return shapes or [_Facts()]
 
 
+def _subject_problem(command: object, cwd: object) -> str | None:
+    """Why both SDKs refuse a v2 command subject (``command`` and ``cwd`` are
+    required strings), or ``None``; a value too large to read is left to the caller."""
+    for key, value in (("command", command), ("cwd", cwd)):
+        if not isinstance(value, str) and value is not OPAQUE:
+            return f"subject.{key} is not a string (both SDKs refuse the request)"
+    return None
+
+
 def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _Facts:
     """The one shape of an ``fs/*`` or ``terminal/create`` request."""
     ws = context.workspace
     if method == "terminal/create":
         raw_command, raw_args = params.get("command"), params.get("args")
-        command = _command_line(raw_command, raw_args)
+        # args as the Python SDK reads them (non-string items dropped): see sdk_reading
+        args, disagreement = (None, None) if raw_args is OPAQUE else read_args(raw_args)
+        if not isinstance(raw_command, str) and raw_command is not OPAQUE:
+            disagreement = "command is not a string (both SDKs refuse the request)"
+        command = _command_line(raw_command, args)
         raw_cwd = params.get("cwd")
         incomplete = (
             raw_command is OPAQUE
@@ -651,7 +726,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         audit = _clean({"command": command, "cwd": cwd_text})
         commands: tuple[str, ...] = ()
         if command is not None:
-            argv = [command] if raw_args is None else [str(raw_command), *map(str, raw_args)]
+            argv = [command] if args is None else [str(raw_command), *args]
             commands = _unique((*_argv_variants(argv, 0), *command_variants(command)))
         return _Facts(
             None,
@@ -663,6 +738,8 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
             incomplete,
             unresolved=cwd is None,
             commands=commands,
+            disagreement=disagreement,
+            raw_cwd=cwd_text,
         )
     raw = params.get("path")
     raw_path = _str(raw)
@@ -672,7 +749,32 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         has_location=raw_path is not None,
         audit=_clean({"path": raw_path}),
         incomplete=raw is OPAQUE,
+        raw_path=raw_path,
     )
+
+
+def _resolved(shape: _Facts, resolve: PathResolver) -> _Facts | None:
+    """``shape`` with every place it names resolved on the proxy's filesystem (from
+    the place as given, so ``..`` after a link is read as the client's open does), or
+    ``None`` when nothing resolves elsewhere."""
+
+    def one(raw: str | None, current: str | None) -> str | None:
+        return _normpath(resolve(raw)) if raw is not None and is_absolute(raw) else current
+
+    path, cwd = one(shape.raw_path, shape.path), one(shape.raw_cwd, shape.cwd)
+    paths = tuple(one(r, c) or c for r, c in zip(shape.raw_paths, shape.paths, strict=True))
+    if (path, cwd, paths) == (shape.path, shape.cwd, shape.paths):
+        return None
+    places = [x for x in (path, cwd, *paths) if x is not None]
+    audit = {**shape.audit, "resolved": " ".join(places)}
+    return attrs.evolve(shape, path=path, cwd=cwd, paths=paths, audit=audit)
+
+
+def _resolved_context(context: SessionContext, resolve: PathResolver) -> SessionContext:
+    """``context`` whose workspace roots are the roots as given and resolved."""
+    roots = context.workspace.roots
+    both = _unique((*roots, *(_normpath(resolve(r)) for r in roots)))
+    return attrs.evolve(context, workspace=attrs.evolve(context.workspace, bound=both))
 
 
 def _not_absolute(method: str, params: Mapping[str, Any]) -> str | None:
@@ -742,6 +844,8 @@ def _deny_path_glob(value: str | None, patterns: Sequence[str]) -> bool:
 #: Programs whose ``-c`` argument is a script (its command lines are matched too).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
 _MAX_DEPTH = 3
+#: Programs that run the argv after their options (``VAR=value`` and a duration too).
+_WRAPPERS = frozenset({"env", "exec", "nohup", "command", "builtin", "time", "nice", "timeout"})
 
 
 def _unique(items: Sequence[str]) -> tuple[str, ...]:
@@ -786,6 +890,13 @@ def _argv_variants(argv: Sequence[str], depth: int) -> list[str]:
             for arg in argv[1:]:
                 if not arg.startswith("-"):
                     out += _line_variants(arg, depth + 1)
+    if depth < _MAX_DEPTH and name in _WRAPPERS:
+        # env FOO=1 sudo ls, exec bash -c ..., timeout 5 curl ...: the wrapped argv too
+        rest = list(argv[1:])
+        while rest and (rest[0].startswith("-") or "=" in rest[0] or rest[0][:1].isdigit()):
+            rest.pop(0)
+        if rest:
+            out += _argv_variants(rest, depth + 1)
     return out
 
 
@@ -795,6 +906,15 @@ def _raw_value(value: object) -> str | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return " ".join(value)
     return None
+
+
+def _raw_variants(raw: object, line: str) -> tuple[str, ...]:
+    """The spellings deny rules read of a ``rawInput`` value: an argv array (Codex:
+    ``["/bin/bash", "-lc", "sudo ls"]``) as an argv, its ``-c`` script a command line
+    of its own (never joined and re-split), then the joined line's spellings."""
+    if isinstance(raw, list):
+        return _unique((*_argv_variants(raw, 0), *command_variants(line)))
+    return command_variants(line)
 
 
 def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bool:
@@ -829,7 +949,9 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
             if not deny:
                 if not _glob(value, patterns):
                     return False
-            elif value is None or not any(_deny_glob(v, patterns) for v in command_variants(value)):
+            elif value is None or not any(
+                _deny_glob(v, patterns) for v in _raw_variants(raw.get(key), value)
+            ):
                 return False
     if rule.command is not None:
         if not deny:
@@ -842,8 +964,13 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
     place = _deny_path_glob if deny else _glob
     if rule.cwd is not None and not place(facts.cwd, rule.cwd):
         return False
-    if rule.path is not None and not place(facts.path, rule.path):
-        return False
+    if rule.path is not None:
+        if facts.tool is not None:  # a tool call: its locations and diff paths
+            hits = [place(p, rule.path) for p in facts.paths]
+            if not (any(hits) if deny else hits and all(hits)):
+                return False
+        elif not place(facts.path, rule.path):
+            return False
     if rule.inside_workspace is not None:
         if not facts.has_location:
             return False  # nothing to place: a tool_call subject, no path at all

@@ -26,6 +26,7 @@ import trio
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
+from acp_proxy.errors import UsageError
 from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.relay import AUDIT_LOST
 from acp_proxy.shell.routing import AuditSink, CoreTimer, coalesce, route_actions
@@ -147,6 +148,11 @@ async def run_chain(config: Config, audit: AuditSink | None) -> int:
     Returns:
         0 once the conductor has closed the connection.
     """
+    if config.budgets.store:
+        raise UsageError(
+            "budgets.store is not supported with --chain: count budgets in this proxy "
+            '(store = "") or run it with --listen or as a stdio proxy'
+        )
     conductor = open_stdio_transport(config.limits.max_message_bytes)
     conductor.name = "conductor"
     adapter = ChainAdapter(make_core(config))

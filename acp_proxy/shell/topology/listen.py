@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -42,8 +43,10 @@ from trio_websocket import (
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Audit, AuditEvent, Peer
+from acp_proxy.core.engine import ProxyCore
 from acp_proxy.shell.audit import AuditLog
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay, RelayResult
 from acp_proxy.shell.reload import LivePolicy, watch_config
 from acp_proxy.shell.topology.connect import (
@@ -51,6 +54,7 @@ from acp_proxy.shell.topology.connect import (
     UpstreamAgent,
     remote_agent_relay,
 )
+from acp_proxy.shell.topology.principals import Authenticator, read_tokens_file, token_note
 from acp_proxy.shell.topology.stdio import agent_relay
 from acp_proxy.shell.topology.ws_upgrade import (
     StartupError,
@@ -89,6 +93,9 @@ MAX_HEAD_BYTES = 8192
 
 #: the longest close reason a WebSocket close frame carries, in bytes
 MAX_CLOSE_REASON_BYTES = 123
+
+#: WebSocket close code of a connection whose principal was revoked (policy violation)
+CLOSE_POLICY_VIOLATION = 1008
 
 
 def _endpoint(ep: Endpoint | str) -> str:
@@ -211,24 +218,28 @@ class _BoundedListener(trio.abc.Listener[trio.abc.Stream]):
 
 
 class _ContextSink:
-    """Adds ``connection`` and ``connectionId`` to every record (for non-AuditLog sinks)."""
+    """Adds ``connection``, ``connectionId`` (and ``principal``) to every record (for
+    non-AuditLog sinks)."""
 
-    def __init__(self, sink: AuditSink, connection: int, connection_id: str) -> None:
+    def __init__(self, sink: AuditSink, context: dict[str, object]) -> None:
         self._sink = sink
-        self._context = {"connection": connection, "connectionId": connection_id}
+        self._context = context
 
     def write(self, record: Audit) -> None:
         self._sink.write(Audit(record.event, record.direction, {**record.fields, **self._context}))
 
 
 def _connection_sink(
-    audit: AuditSink | None, connection: int, connection_id: str
+    audit: AuditSink | None, connection: int, connection_id: str, principal: str | None = None
 ) -> AuditSink | None:
     if audit is None:
         return None
+    context: dict[str, object] = {"connection": connection, "connectionId": connection_id}
+    if principal is not None:
+        context["principal"] = principal
     if isinstance(audit, AuditLog):
-        return audit.with_context(connection=connection, connectionId=connection_id)
-    return _ContextSink(audit, connection, connection_id)
+        return audit.with_context(**context)
+    return _ContextSink(audit, context)
 
 
 def _close_reason(text: str) -> str:
@@ -318,13 +329,15 @@ class _ProbingServer(ByteCountingServer):
 
 @attrs.frozen
 class _Incoming:
-    """One upgrade request being served: its number, ``Acp-Connection-Id``, peer and audit."""
+    """One upgrade request being served: its number, ``Acp-Connection-Id``, peer, audit
+    and principal (``--tokens-file``)."""
 
     request: WebSocketRequest
     conn: int
     connection_id: str
     remote: str
     audit: AuditSink | None
+    principal: str | None = None
 
 
 class _Listener:
@@ -340,6 +353,7 @@ class _Listener:
         token: the bearer token required of clients, or ``None``.
         hosts: the ``Host`` names accepted (:func:`accepted_hosts`).
         live: the policy in force; each new connection's core starts with it.
+        auth: the tokens accepted (``token`` and the ``--tokens-file`` principals).
     """
 
     def __init__(
@@ -352,6 +366,7 @@ class _Listener:
         token: bytes | None,
         hosts: frozenset[str] | None,
         live: LivePolicy,
+        auth: Authenticator | None = None,
     ) -> None:
         self.cfg = cfg
         self.url = url
@@ -361,6 +376,9 @@ class _Listener:
         self.token = token
         self.hosts = hosts
         self.live = live
+        self.auth = auth or Authenticator(token=token)
+        #: connection number -> (principal, client transport) of open connections
+        self._open: dict[int, tuple[str | None, WebSocketTransport]] = {}
         self.active = 0
         self.stopping = False
         self._ids = itertools.count(1)
@@ -380,10 +398,15 @@ class _Listener:
             _request_host(request),
             request.headers,
             path=self.url.path,
-            token=self.token,
+            token=None,
             allowed_origins=self.cfg.listen.allowed_origins,
             allowed_hosts=self.hosts,
         )
+        principal = None
+        if refusal is None:
+            accepted, principal = self.auth.check(request.headers)
+            if not accepted:
+                refusal = (401, "missing or wrong bearer token")
         if refusal is None and (self.stopping or self.active >= self.cfg.listen.max_connections):
             refusal = (503, "shutting down" if self.stopping else "too many connections")
         if refusal is not None:
@@ -401,13 +424,14 @@ class _Listener:
         self.active += 1
         try:
             conn, connection_id = next(self._ids), str(uuid.uuid4())
-            audit = _connection_sink(self.audit, conn, connection_id)
-            incoming = _Incoming(request, conn, connection_id, remote, audit)
+            audit = _connection_sink(self.audit, conn, connection_id, principal)
+            incoming = _Incoming(request, conn, connection_id, remote, audit, principal)
             if self.upstream is None:
                 await self._serve(incoming)
             else:
                 await self._serve_upstream(incoming)
         finally:
+            self._open.pop(conn, None)
             self.active -= 1
             if self.active == 0:
                 self._idle.set()
@@ -420,11 +444,67 @@ class _Listener:
             )
         except ConnectionClosed:
             return None
-        log.info("connection %d (id %s) from %s: %s", c.conn, c.connection_id, c.remote, agent)
+        who = "" if c.principal is None else f" (principal {c.principal})"
+        log.info(
+            "connection %d (id %s) from %s%s: %s", c.conn, c.connection_id, c.remote, who, agent
+        )
         if c.audit is not None:
             c.audit.write(Audit(AuditEvent.CONNECTION_OPENED, None, {"remote": c.remote}))
         max_bytes = self.cfg.limits.max_message_bytes
-        return WebSocketTransport(ws, Peer.CLIENT, max_bytes, audit=c.audit)
+        transport = WebSocketTransport(ws, Peer.CLIENT, max_bytes, audit=c.audit)
+        self._open[c.conn] = (c.principal, transport)
+        return transport
+
+    def bind(self, core: ProxyCore, c: _Incoming) -> ProxyCore:
+        """Binds the connection's principal to ``core`` (remote; directories resolved
+        on this machine's filesystem, symlinks followed)."""
+        core.admission.bind(c.principal, True, os.path.realpath)
+        core.budgets.principal = c.principal  # the budget store's key by default (issue 28)
+        return core
+
+    def reload_tokens(self, trigger: str, nursery: trio.Nursery) -> bool:
+        """Reads ``--tokens-file`` again: new principals are accepted, and the open
+        connections of a principal removed (or whose token changed) are closed (1008).
+
+        A file that cannot be read changes nothing (logged, audited). Returns
+        False then, or when there is no tokens file.
+        """
+        path = self.cfg.listen.tokens_file
+        if not path:
+            return False
+        try:
+            principals = read_tokens_file(path)
+        except StartupError as exc:
+            log.error(
+                "%s: tokens file reload failed, the principals in force stay: %s", trigger, exc
+            )
+            if self.audit is not None:
+                failed = {"trigger": trigger, "reason": str(exc)}
+                self.audit.write(Audit(AuditEvent.CONFIG_RELOAD_FAILED, None, failed))
+            return False
+        old = self.auth.principals
+        revoked = sorted(n for n, d in old.items() if principals.get(n) != d)
+        self.auth.principals = principals
+        closing = [t for _, (who, t) in self._open.items() if who is not None and who in revoked]
+        for transport in closing:
+            nursery.start_soon(transport.aclose, CLOSE_POLICY_VIOLATION, "principal revoked")
+        log.info(
+            "%s: tokens file reloaded: %d principal(s), %d revoked, %d connection(s) closed",
+            trigger,
+            len(principals),
+            len(revoked),
+            len(closing),
+        )
+        if self.audit is not None:
+            fields: dict[str, object] = {
+                "trigger": trigger,
+                "tokensFile": path,
+                "principals": len(principals),
+                "revoked": revoked,
+                "connections": len(closing),
+            }
+            self.audit.write(Audit(AuditEvent.CONFIG_RELOADED, None, fields))
+        return True
 
     async def _relay(
         self, client: WebSocketTransport, relay: Relay, *tasks: Callable[[], Awaitable[object]]
@@ -474,9 +554,8 @@ class _Listener:
             client = await self._accept(c, pid)
             if client is None:
                 return
-            relay = agent_relay(
-                make_core(self.live.config, agent.process.pid), client, agent, cfg, audit
-            )
+            core = self.bind(use_filesystem(make_core(self.live.config, agent.process.pid)), c)
+            relay = agent_relay(core, client, agent, cfg, audit)
             result = await self._relay(client, relay, agent.watch_exit)
             if result.client_closed_first:
                 why = self._client_close(client)
@@ -515,7 +594,7 @@ class _Listener:
             return upstream.describe_end()
 
         relay = remote_agent_relay(
-            make_core(self.live.config), client, upstream, cfg, audit, exit_detail
+            self.bind(make_core(self.live.config), c), client, upstream, cfg, audit, exit_detail
         )
         listen = cfg.listen
 
@@ -549,6 +628,17 @@ class _Listener:
         connections.cancel_scope.cancel()
 
 
+class _TokensReload:
+    """What ``--watch-config`` reloads when the tokens file changes."""
+
+    def __init__(self, listener: _Listener, nursery: trio.Nursery) -> None:
+        self._listener = listener
+        self._nursery = nursery
+
+    async def reload(self, trigger: str) -> bool:
+        return self._listener.reload_tokens(f"{trigger} (tokens file)", self._nursery)
+
+
 def on_sighup(listener: _Listener, nursery: trio.Nursery) -> None:
     """What SIGHUP does to a ``--listen`` server: reloads the policy (:class:`LivePolicy`).
 
@@ -557,6 +647,7 @@ def on_sighup(listener: _Listener, nursery: trio.Nursery) -> None:
     """
     if listener.live.reloadable:  # else reload() says there is nothing to reload
         log.info("SIGHUP: reloading the policy (%d connections)", listener.active)
+    listener.reload_tokens("SIGHUP", nursery)
     nursery.start_soon(listener.live.reload, "SIGHUP")
 
 
@@ -569,6 +660,7 @@ async def run_listen(
     upstream: str | None = None,
     live: LivePolicy | None = None,
     watch: str | None = None,
+    generated_token: str | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> int:
     """Serves ACP over WebSocket at ``url``, one agent per connection, until SIGINT/SIGTERM.
@@ -589,6 +681,8 @@ async def run_listen(
         live: the policy in force and how to reload it (default: ``cfg``,
             nothing to reload).
         watch: a config file whose changes reload the policy (``--watch-config``).
+        generated_token: the token file the command line generated (no token
+            given): where it is is printed once listening.
         task_status: started with the listening URLs (for ``nursery.start``).
 
     Returns:
@@ -604,8 +698,10 @@ async def run_listen(
     remote = None if upstream is None else (upstream, parse_ws_url(upstream, default_host=None))
     live = live or LivePolicy(cfg, None, audit)
     token = read_token(cfg.listen.token_file) if cfg.listen.token_file else None
+    principals = read_tokens_file(cfg.listen.tokens_file) if cfg.listen.tokens_file else {}
+    auth = Authenticator(token=token, principals=principals)
     loopback = await is_loopback(target.host)
-    if token is None and not loopback:
+    if not auth.required and not loopback:
         raise StartupError(
             f"refusing to listen on non-loopback address {target.host!r} without a bearer "
             "token: set listen.token_file (--token-file), or bind 127.0.0.1"
@@ -617,10 +713,10 @@ async def run_listen(
     hosts = accepted_hosts(
         target.host,
         loopback=loopback,
-        token=token is not None,
+        token=auth.required,
         allowed_hosts=cfg.listen.allowed_hosts,
     )
-    listener = _Listener(cfg, target, agent_cmd, remote, audit, token, hosts, live)
+    listener = _Listener(cfg, target, agent_cmd, remote, audit, token, hosts, live, auth)
     slots = _StreamSlots(cfg.listen.max_connections + cfg.listen.max_pending_handshakes)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with trio.open_nursery() as connections, trio.open_nursery() as accepting:
@@ -636,8 +732,14 @@ async def run_listen(
             await accepting.start(server.run)
             if watch is not None:
                 await accepting.start(watch_config, watch, live)
+                if cfg.listen.tokens_file:
+                    await accepting.start(
+                        watch_config, cfg.listen.tokens_file, _TokensReload(listener, accepting)
+                    )
             addresses = [_address(s.socket.getsockname()) for s in sockets]
             urls = [f"ws://{address}{target.path}" for address in addresses]
+            if generated_token is not None:
+                print(token_note(generated_token, urls), file=sys.stderr, flush=True)
             print(f"acp-proxy: listening on {' '.join(urls)}", file=sys.stderr, flush=True)
             task_status.started(urls)
             async for signum in signals:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -16,6 +17,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.reload import LivePolicy, watch_config
 from acp_proxy.shell.transport.base import FrameTransport
@@ -167,7 +169,8 @@ async def run_stdio_process(
         return 127
     client = open_stdio_transport(config.limits.max_message_bytes)
     live = live or LivePolicy(config, None, audit)
-    core = make_core(live.config, agent.process.pid)
+    core = use_filesystem(make_core(live.config, agent.process.pid))
+    core.admission.bind(None, False, os.path.realpath)  # the local editor: trusted
     relay = agent_relay(core, client, agent, config, audit)
     process = config.process
     on_hup = partial(live.reload, "SIGHUP") if live.reloadable else None

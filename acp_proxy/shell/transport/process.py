@@ -38,7 +38,14 @@ import trio
 
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
 
-__all__ = ["STDERR_TAIL_BYTES", "AgentProcess", "AgentSignalled", "describe_exit", "exit_status"]
+__all__ = [
+    "STDERR_TAIL_BYTES",
+    "AgentProcess",
+    "AgentSignalled",
+    "SandboxedCommand",
+    "describe_exit",
+    "exit_status",
+]
 
 log = logging.getLogger("acp_proxy")
 
@@ -279,6 +286,61 @@ def _live_member(pgid: int) -> bool:
     return False
 
 
+class SandboxedCommand(list[str]):
+    """An argv that runs ``inner`` inside a sandbox engine (``srt ... -- inner``).
+
+    The engine keeps the agent in a session of its own, out of reach of the
+    signals sent to the engine's process group, and ends the whole sandbox
+    when it is signalled. So the stop signals (SIGINT, SIGTERM, SIGHUP) are
+    sent to the agent itself, found among the engine's descendants by its
+    command line, and the agent shuts down as it would unconfined; SIGKILL
+    still goes to the engine's group, which takes the sandbox down with it.
+
+    Attributes:
+        inner: the agent's own argv.
+    """
+
+    def __init__(self, argv: Sequence[str], inner: Sequence[str]) -> None:
+        super().__init__(argv)
+        self.inner = list(inner)
+
+
+#: the signals a sandboxed agent gets itself (the others go to the engine's group)
+_AGENT_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+def _find_descendant(root: int, argv: list[str]) -> int | None:
+    """The pid of the first process below ``root`` whose command line is ``argv`` (Linux
+    ``/proc``), or ``None``."""
+    want = b"\0".join(a.encode() for a in argv) + b"\0"
+    children: dict[int, list[int]] = {}
+    cmdlines: dict[int, bytes] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdlines[int(entry)] = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid ...
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    queue = list(children.get(root, ()))
+    while queue:
+        pid = queue.pop(0)
+        if cmdlines.get(pid) == want:
+            return pid
+        queue.extend(children.get(pid, ()))
+    return None
+
+
 def exit_status(returncode: int) -> int:
     """Maps a ``Popen.returncode`` to a shell exit status (signal N -> 128+N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -308,8 +370,11 @@ class AgentProcess:
         transport: frames over the agent's stdout (read) and stdin (write).
     """
 
-    def __init__(self, process: AgentChild, max_message_bytes: int) -> None:
+    def __init__(
+        self, process: AgentChild, max_message_bytes: int, inner: list[str] | None = None
+    ) -> None:
         self.process = process
+        self._inner = inner  # a sandboxed agent's own argv (SandboxedCommand)
         self._output = _AgentOutput(process.stdout)
         self._stderr = _StderrRelay(process.stderr)
         self.transport = NdjsonTransport(
@@ -328,7 +393,8 @@ class AgentProcess:
         await trio.lowlevel.checkpoint()
         proc = AgentChild(_spawn(list(command), env))  # in this thread: see _die_with_parent
         log.info("agent started: pid %d: %s", proc.pid, shlex.join(command))
-        return cls(proc, max_message_bytes)
+        inner = command.inner if isinstance(command, SandboxedCommand) else None
+        return cls(proc, max_message_bytes, inner)
 
     @property
     def returncode(self) -> int | None:
@@ -367,7 +433,17 @@ class AgentProcess:
             self._stderr.output.agent_exited()
 
     def signal_group(self, sig: int) -> bool:
-        """Sends ``sig`` to the agent's process group; False when nothing is left in it."""
+        """Sends ``sig`` to the agent's process group; False when nothing is left in it.
+
+        A sandboxed agent (:class:`SandboxedCommand`) gets SIGINT, SIGTERM and
+        SIGHUP itself while it runs; other signals go to the engine's group.
+        """
+        if self._inner is not None and sig in _AGENT_SIGNALS:
+            pid = _find_descendant(self.process.pid, self._inner)
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+                    return True
         return signal_group(self.process.pid, sig)
 
     def kill(self) -> None:

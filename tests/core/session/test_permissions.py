@@ -607,8 +607,8 @@ def test_terminal_command_line_and_cwd() -> None:
     assert p.decide(ROOT, tc, terminal("make", cwd="/ws/../tmp")).rule == "terminals-in-ws"
     assert p.decide(ROOT, tc, terminal("make")).rule is None  # runs in the session cwd
     assert p.decide(SessionContext("S"), tc, terminal("make")).rule == "terminals-in-ws"
-    # malformed args: no command line, the command rule does not match
-    assert p.decide(ROOT, tc, terminal("rm", ["-rf", 3])).rule is None
+    # non-string args: read as the Python SDK does (dropped), so the command rule matches
+    assert p.decide(ROOT, tc, terminal("rm", ["-rf", 3])).rule == "no-rm-rf"
 
 
 def test_terminal_cwd_glob() -> None:
@@ -679,7 +679,7 @@ def _config_error(rule: dict[str, Any], *more: dict[str, Any]) -> ConfigError:
             "can never match",
         ),
         ({"action": "deny", "method": "terminal/create", "path": "/x"}, "path", "can never match"),
-        ({"action": "deny", "path": "/x"}, "path", "can never match"),
+        ({"action": "deny", "path": "/x", "cwd": "/y"}, "cwd", "can never match"),
         ({"action": "deny", "tool_kind": "read", "command": "ls"}, "command", "one subject"),
         ({"action": "deny", "raw_input": {"c": "x"}, "cwd": "/ws"}, "cwd", "one subject"),
         ({"action": "deny", "child": False, "parent": "P"}, "parent", "implies child"),

@@ -9,9 +9,16 @@ Behaviour (:meth:`ScriptedAgent.handle`):
   prompt text ``exit``: answers, then the agent exits with status 3;
 * ``session/prompt`` on an unknown session: error -32002 with
   ``data.by == "scripted-agent"`` (so tests can tell it from a proxy answer);
+* ``session/prompt`` text ``elicit JSON``: sends ``elicitation/create`` (id
+  ``elicit-N``) with the JSON's members and the session's id as params; the
+  answer to it comes back as one chunk (``elicited RESULT-JSON``), then the
+  prompt's ``end_turn``;
+* ``session/load`` / ``session/resume`` / ``session/fork`` -> ``{}`` (fork:
+  ``sess-N``);
 * any other request: -32601; notifications are ignored.
 
-With ``ACP_TEST_AGENT_LOG`` set, appends ``start PID`` / ``exit PID`` lines there.
+With ``ACP_TEST_AGENT_LOG`` set, appends ``start PID`` / ``exit PID`` lines there;
+with ``ACP_TEST_AGENT_RECEIVED`` set, appends every line received there as is.
 """
 
 from __future__ import annotations
@@ -44,10 +51,17 @@ class ScriptedAgent:
     def __init__(self) -> None:
         self.sessions: list[str] = []
         self.exit_requested = False
+        # elicitation request id -> (prompt id, session id)
+        self.eliciting: dict[str, tuple[Any, str]] = {}
 
     def handle(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         """Messages to send in answer to ``msg``, in order."""
         method, rid = msg.get("method"), msg.get("id")
+        if method is None and rid in self.eliciting:
+            prompt_id, sid = self.eliciting.pop(rid)
+            answer = msg.get("result", msg.get("error"))
+            done = {"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "end_turn"}}
+            return [_chunk(sid, "elicited " + json.dumps(answer)), done]
         if method is None or rid is None:
             return []
         params = msg.get("params") or {}
@@ -64,6 +78,12 @@ class ScriptedAgent:
             return [{"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}}]
         if method == "session/prompt":
             return self._prompt(rid, params)
+        if method in ("session/load", "session/resume"):
+            return [{"jsonrpc": "2.0", "id": rid, "result": {}}]
+        if method == "session/fork":
+            sid = f"sess-{len(self.sessions) + 1}"
+            self.sessions.append(sid)
+            return [{"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid}}]
         error = {"code": -32601, "message": f"method not found: {method}"}
         return [{"jsonrpc": "2.0", "id": rid, "error": error}]
 
@@ -82,6 +102,11 @@ class ScriptedAgent:
         if text == "exit":
             self.exit_requested = True
             return [done]
+        if text.startswith("elicit "):
+            eid = f"elicit-{len(self.eliciting) + 1}"
+            self.eliciting[eid] = (rid, sid)
+            asked = {**json.loads(text[len("elicit ") :]), "sessionId": sid}
+            return [{"jsonrpc": "2.0", "id": eid, "method": "elicitation/create", "params": asked}]
         child = f"{sid}-child"
         announce = {
             "jsonrpc": "2.0",
@@ -117,7 +142,11 @@ def main() -> int:
     _note("start")
     agent = ScriptedAgent()
     status = 0
+    received = os.environ.get("ACP_TEST_AGENT_RECEIVED")
     for line in sys.stdin.buffer:
+        if received:
+            with open(received, "ab") as file:
+                file.write(line)
         try:
             msg = json.loads(line)
         except ValueError:

@@ -6,6 +6,8 @@
 //   SDK_DIR: a directory whose node_modules holds @agentclientprotocol/sdk and zod
 //   hang: after session/new, prompt "hang" and report how that request ended
 //   ({code, message} of its error) instead of the scripted turn
+//   admission: session/new with a stdio MCP server; report its error ({code,
+//   message, data}), then an ordinary session/new
 // Prints one JSON object to stdout: what the client saw. Diagnostics go to stderr.
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -39,6 +41,21 @@ await app.connectWith(createWebSocketStream(url), async (ctx) => {
     clientInfo: { name: "acp-proxy-ws-interop", version: "0.1.0" },
   });
   out.protocolVersion = init.protocolVersion;
+  if (mode === "admission") {
+    // a stdio MCP server from a remote client: the proxy refuses it
+    try {
+      await ctx.request(methods.agent.session.new, {
+        cwd: "/",
+        mcpServers: [{ name: "sh", command: "/bin/sh", args: ["-c", "id"], env: [] }],
+      });
+      out.refused = null;
+    } catch (e) {
+      out.refused = { code: e.code, message: e.message, data: e.data };
+    }
+    const ok = await ctx.request(methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
+    out.sessionId = ok.sessionId;
+    return;
+  }
   const sess = await ctx.request(methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
   out.sessionId = sess.sessionId;
   if (mode === "hang") {

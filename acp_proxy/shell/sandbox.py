@@ -1,0 +1,269 @@
+"""The agent launched through the sandbox engine (issue 24; the README's threat model).
+
+The engine is the Anthropic Sandbox Runtime (``srt``): on Linux, bubblewrap
+(mount, pid and network namespaces, ``--die-with-parent``) with seccomp, and
+the network filtered by domain through its own HTTP and SOCKS proxies; on
+macOS, ``sandbox-exec``. acp-proxy writes no sandbox of its own: it writes
+srt's settings file (:mod:`acp_proxy.config.sandbox_settings`, pure) into a
+private directory, checks once that the engine starts with them (a probe
+running ``true`` inside it), and then runs every agent as
+``srt --settings FILE -- AGENT_CMD ...``.
+
+Process fidelity through the engine: the agent's exit status is srt's (srt
+exits with the command's status; a command killed by signal N gives
+128+N). SIGINT, SIGTERM and SIGHUP are passed to the agent itself
+(:class:`~acp_proxy.shell.transport.process.SandboxedCommand`); SIGKILL goes
+to srt's process group: srt and bubblewrap end and the kernel kills every
+process of the sandbox's pid namespace, so nothing the agent started (a
+double-forked daemon included) outlives it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+
+from acp_proxy.config import Config
+from acp_proxy.config.sandbox_settings import (
+    PINNED_SRT_VERSION,
+    protected_files,
+    settings_digest,
+    settings_json,
+    srt_settings,
+    workspace_roots,
+)
+from acp_proxy.shell.transport.process import SandboxedCommand
+
+__all__ = ["PROBE_TIMEOUT_SECONDS", "Sandbox", "SandboxUnavailable", "prepare_sandbox"]
+
+log = logging.getLogger("acp_proxy")
+
+#: longest wait for ``srt --version`` and for the start-up probe
+PROBE_TIMEOUT_SECONDS = 60.0
+
+
+class SandboxUnavailable(Exception):
+    """The engine is missing or cannot start with the generated settings.
+
+    Attributes:
+        reason: one sentence saying why (it goes to the client's error, the
+            log and ``check-config``).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@attrs.frozen
+class Sandbox:
+    """An engine that started once with the generated settings.
+
+    Attributes:
+        engine: the engine executable (resolved path).
+        version: what ``engine --version`` printed.
+        settings_path: the settings file (in a private directory, 0600).
+        digest: ``sha256:<hex>`` of the settings file.
+        settings: the settings themselves (for ``check-config``).
+        workspace: the absolute workspace roots.
+    """
+
+    engine: str
+    version: str
+    settings_path: str
+    digest: str
+    settings: dict[str, Any]
+    workspace: list[str]
+
+    def wrap(self, command: Sequence[str]) -> SandboxedCommand:
+        """The argv that runs ``command`` inside the sandbox (it remembers ``command``,
+        so that stop signals reach the agent itself)."""
+        argv = [self.engine, "--settings", self.settings_path, "--", *command]
+        return SandboxedCommand(argv, command)
+
+    def record(self) -> dict[str, object]:
+        """The fields of the ``sandbox_started`` audit record."""
+        return {
+            "engine": self.engine,
+            "version": self.version,
+            "digest": self.digest,
+            "workspace": self.workspace,
+        }
+
+
+def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise SandboxUnavailable(
+            f"{what} did not finish within {PROBE_TIMEOUT_SECONDS:.0f} s"
+        ) from None
+    except OSError as exc:
+        raise SandboxUnavailable(f"{what} cannot be run: {exc.strerror}") from None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def _touch(path: str) -> None:
+    """Creates the proxy's own file if it is missing (so the engine can hide it: a
+    path that does not exist when the sandbox starts is not masked)."""
+    if os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "/"):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"cannot create {path!r} to protect it from the agent: {exc.strerror}"
+        ) from None
+    os.close(fd)
+
+
+def _check_engine_out_of_reach(config: Config, engine: str) -> None:
+    """Refuses an engine the agent could rewrite: one inside a writable path would run,
+    changed, unconfined at the next start (srt's README: install it outside them).
+
+    Raises:
+        SandboxUnavailable: the engine's real file lies in a workspace or writable path.
+    """
+    real = os.path.realpath(engine)
+    # the package around the executable (node_modules/<scope>/<name>/dist/cli.js)
+    package = os.path.dirname(os.path.dirname(real))
+    cwd, home = os.getcwd(), os.path.expanduser("~")
+    roots = workspace_roots(config.sandbox, cwd=cwd, home=home)
+    writable = [
+        *roots,
+        *(os.path.join(cwd, os.path.expanduser(p)) for p in config.sandbox.writable),
+    ]
+    for root in writable:
+        root = os.path.realpath(root)
+        for path in (real, package):
+            if path == root or path.startswith(root.rstrip("/") + "/"):
+                raise SandboxUnavailable(
+                    f"the sandbox engine {real} lies inside {root}, which the agent may "
+                    "write: install it outside the workspace and writable paths"
+                )
+
+
+def _write_settings(
+    config: Config, *, config_file: str | None, log_file: str | None, create_missing: bool
+) -> tuple[dict[str, Any], bytes, str]:
+    """Generates the settings and writes them to a new private directory.
+
+    Returns:
+        The settings, their bytes and the file's path.
+
+    Raises:
+        SandboxUnavailable: a protected file or the settings cannot be written.
+    """
+    cwd, home = os.getcwd(), os.path.expanduser("~")
+    protected = protected_files(
+        config, cwd=cwd, home=home, config_file=config_file, log_file=log_file
+    )
+    for path in protected if create_missing else ():
+        _touch(path)
+    settings = srt_settings(config.sandbox, cwd=cwd, home=home, protected=protected)
+    data = settings_json(settings)
+    try:
+        directory = tempfile.mkdtemp(prefix="acp-proxy-sandbox-")
+        settings_path = os.path.join(directory, "srt-settings.json")
+        fd = os.open(settings_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot write the sandbox settings: {exc.strerror}") from None
+    return settings, data, settings_path
+
+
+def prepare_sandbox(
+    config: Config,
+    *,
+    config_file: str | None = None,
+    log_file: str | None = None,
+    create_missing: bool = True,
+) -> Sandbox:
+    """Finds the engine, writes its settings and checks that it starts with them.
+
+    Blocking (subprocesses): call it before the event loop, once per proxy.
+
+    Args:
+        config: the effective configuration (``[sandbox]`` and the paths of
+            the proxy's own files).
+        config_file: the ``--config`` file, protected from the agent.
+        log_file: the ``--log-file``, protected from the agent.
+        create_missing: create the proxy's own files that do not exist yet
+            (empty), so the engine can hide them (``check-config``: false).
+
+    Raises:
+        SandboxUnavailable: the engine is not found, ``--version`` fails, the
+            settings cannot be written, or the probe fails (the reason is the
+            engine's last stderr line).
+    """
+    sandbox = config.sandbox
+    command = sandbox.engine_command
+    engine = shutil.which(os.path.expanduser(command))
+    if engine is None:
+        raise SandboxUnavailable(
+            f"the sandbox engine {command!r} is not found on PATH: install it "
+            f"(npm install -g @anthropic-ai/sandbox-runtime@{PINNED_SRT_VERSION}) "
+            "or set [sandbox] engine_command"
+        )
+    engine = os.path.abspath(engine)
+    _check_engine_out_of_reach(config, engine)
+    with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
+        version_job = pool.submit(_run, [engine, "--version"], f"{engine} --version")
+        settings, data, settings_path = _write_settings(
+            config, config_file=config_file, log_file=log_file, create_missing=create_missing
+        )
+        try:
+            probe = _run([engine, "--settings", settings_path, "--", "true"], "the sandbox probe")
+            done = version_job.result()
+            if done.returncode != 0:
+                raise SandboxUnavailable(
+                    f"{engine} --version failed (status {done.returncode}): "
+                    f"{_last_line(done.stderr)}"
+                )
+            if probe.returncode != 0:
+                raise SandboxUnavailable(
+                    f"{engine} cannot start the sandbox (status {probe.returncode}): "
+                    f"{_last_line(probe.stderr)}"
+                )
+        except SandboxUnavailable:
+            shutil.rmtree(os.path.dirname(settings_path), ignore_errors=True)
+            raise
+    atexit.register(shutil.rmtree, os.path.dirname(settings_path), ignore_errors=True)
+    version = done.stdout.strip()
+    if version != PINNED_SRT_VERSION:
+        log.warning(
+            "sandbox engine %s is version %s; acp-proxy is tested with %s",
+            engine,
+            version,
+            PINNED_SRT_VERSION,
+        )
+    cwd, home = os.getcwd(), os.path.expanduser("~")
+    return Sandbox(
+        engine,
+        version,
+        settings_path,
+        settings_digest(data),
+        settings,
+        workspace_roots(sandbox, cwd=cwd, home=home),
+    )

@@ -1,0 +1,404 @@
+"""Issue 24 end to end: the agent confined by srt, with real processes.
+
+An agent that tries, with its own code, to read credentials under a fake
+``HOME``, to write, append and delete outside the workspace, to read,
+truncate and delete the proxy's audit log and config inside the workspace,
+to reach a local server directly and through its proxy variables, and to
+leave a double-forked daemon: without the sandbox every attempt succeeds
+(so the attempts are real), with it every one fails, while the same agent
+still reads and writes its workspace. A missing engine fails closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from support.srt import srt_engine
+from support.wskit import AcpClient, connect
+
+ESCAPE_AGENT = Path(__file__).resolve().parents[1] / "support" / "peers" / "escape_agent.py"
+TIMEOUT = 120
+INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+
+#: The attempts that must fail inside the sandbox (the daemon starts; it must not outlive it).
+ESCAPES = (
+    "read_ssh_key",
+    "read_aws_credentials",
+    "read_netrc",
+    "write_outside",
+    "append_outside",
+    "delete_outside",
+    "write_home_bashrc",
+    "read_audit_log",
+    "truncate_audit_log",
+    "append_audit_log",
+    "rename_audit_log",
+    "delete_audit_log",
+    "read_config",
+    "write_config",
+    "delete_config",
+    "connect_direct",
+    "connect_via_proxy_vars",
+    "child_process_connect",
+)
+
+
+class _Server:
+    """A loopback TCP server counting the connections it accepted."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.hits = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.hits += 1
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    s = _Server()
+    yield s
+    s.close()
+
+
+def _daemons(marker: str) -> list[int]:
+    """Pids of processes whose command line carries ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def _scene(
+    tmp_path: Path, port: int, *, sandbox: bool, engine: str, allowed: str = ""
+) -> dict[str, Any]:
+    """A fake home with credentials, a workspace holding the proxy's audit log and
+    config, a directory outside; the plan for the escape agent."""
+    home, ws, out = tmp_path / "home", tmp_path / "ws", tmp_path / "outside"
+    for d in (home / ".ssh", home / ".aws", ws, out):
+        d.mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".aws" / "credentials").write_text("[default]\naws_secret_access_key = x\n")
+    (home / ".netrc").write_text("machine example.com password hunter2\n")
+    (home / ".bashrc").write_text("# shell\n")
+    (out / "existing.txt").write_text("before\n")
+    (out / "victim.txt").write_text("keep me\n")
+    audit, config = ws / "audit.jsonl", ws / "acp-proxy.toml"
+    text = f'[audit]\npath = "{audit}"\n'
+    if sandbox:
+        text += f'[sandbox]\nenabled = true\nengine_command = "{engine}"\nwritable = []\n'
+        text += f"allowed_domains = [{allowed!r}]\n" if allowed else ""
+    config.write_text(text)
+    marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
+    plan = {
+        "home": str(home),
+        "workspace": str(ws),
+        "outside": str(out),
+        "audit": str(audit),
+        "config": str(config),
+        "port": port,
+        "marker": marker,
+    }
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    return plan
+
+
+def _run_agent(tmp_path: Path, plan: dict[str, Any]) -> tuple[dict[str, str], int, str]:
+    """Runs the proxy with the escape agent: initialize, then EOF. Returns the
+    attempts, the proxy's exit status and its stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["HOME"] = plan["home"]
+    argv = [sys.executable, "-m", "acp_proxy", "--config", plan["config"], "--"]
+    argv += [sys.executable, str(ESCAPE_AGENT), str(tmp_path / "plan.json")]
+    done = subprocess.run(
+        argv, input=INIT, capture_output=True, cwd=plan["workspace"], env=env, timeout=TIMEOUT
+    )
+    stderr = done.stderr.decode(errors="replace")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert lines, f"no answer (status {done.returncode}):\n{stderr[-3000:]}"
+    attempts: dict[str, str] = lines[0]["result"]["_meta"]["attempts"]
+    return attempts, done.returncode, stderr
+
+
+def test_without_the_sandbox_every_escape_succeeds(tmp_path: Path, server: _Server) -> None:
+    """The baseline: the same attempts, unconfined, all succeed (so they are real)."""
+    plan = _scene(tmp_path, server.port, sandbox=False, engine="")
+    try:
+        attempts, status, stderr = _run_agent(tmp_path, plan)
+        assert status == 0, stderr
+        assert attempts == dict.fromkeys([*ESCAPES, "daemon", "workspace_read_write"], "ok")
+        assert server.hits == 3  # direct, via proxy variables (none set), from a child
+        assert _daemons(plan["marker"])  # the daemon outlived the proxy
+    finally:
+        for pid in _daemons(plan["marker"]):
+            os.kill(pid, 9)
+
+
+def test_inside_the_sandbox_every_escape_fails(tmp_path: Path, server: _Server) -> None:
+    """Through srt: credentials, outside writes, the proxy's own files, the network and
+    a daemon are all out of reach; the workspace is still read and written; the audit
+    log holds the sandbox_started record, untouched by the agent."""
+    plan = _scene(tmp_path, server.port, sandbox=True, engine=str(srt_engine()))
+    try:
+        attempts, status, stderr = _run_agent(tmp_path, plan)
+        assert status == 0, stderr
+        escaped = {name: attempts[name] for name in ESCAPES if attempts[name] == "ok"}
+        assert escaped == {}, f"escaped the sandbox: {escaped}"
+        assert attempts["workspace_read_write"] == "ok"
+        assert attempts["daemon"] == "ok"
+        assert server.hits == 0
+        assert _daemons(plan["marker"]) == []  # killed with the sandbox's pid namespace
+    finally:
+        for pid in _daemons(plan["marker"]):
+            os.kill(pid, 9)
+    home, out, ws = Path(plan["home"]), Path(plan["outside"]), Path(plan["workspace"])
+    assert (out / "existing.txt").read_text() == "before\n"
+    assert (out / "victim.txt").exists()
+    assert not (out / "new.txt").exists()
+    assert (home / ".bashrc").read_text() == "# shell\n"
+    assert (ws / "notes.txt").read_text() == "escaped\n"
+    assert "sandbox" in Path(plan["config"]).read_text()
+    records = [json.loads(line) for line in Path(plan["audit"]).read_text().splitlines()]
+    started = records[0]
+    assert started["event"] == "sandbox_started"
+    assert started["version"] == "0.0.83"
+    assert started["digest"].startswith("sha256:")
+    assert started["workspace"] == [plan["workspace"]]
+    assert [r["event"] for r in records[1:]] == ["peer_closed", "peer_closed"]
+
+
+def test_an_allowed_local_endpoint_is_reached_through_the_engine_proxy_only(
+    tmp_path: Path, server: _Server
+) -> None:
+    """allowed_domains = ["127.0.0.1:PORT"] (a local model endpoint): the agent reaches
+    it through srt's proxy (its proxy variables), never directly."""
+    engine = str(srt_engine())
+    plan = _scene(
+        tmp_path, server.port, sandbox=True, engine=engine, allowed=f"127.0.0.1:{server.port}"
+    )
+    try:
+        attempts, status, stderr = _run_agent(tmp_path, plan)
+    finally:
+        for pid in _daemons(plan["marker"]):
+            os.kill(pid, 9)
+    assert status == 0, stderr
+    assert attempts["connect_via_proxy_vars"] == "ok"
+    assert attempts["connect_direct"] != "ok"
+    assert attempts["read_ssh_key"] != "ok"
+    assert server.hits == 1
+
+
+def test_the_agent_exit_status_comes_through_the_engine(tmp_path: Path) -> None:
+    """An agent's exit status is the proxy's, through srt (issue 15 kept)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", "import sys; sys.stderr.write('bye\\n'); sys.exit(7)"]
+    done = subprocess.run(argv, input=b"", capture_output=True, cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode == 7, done.stderr.decode(errors="replace")
+    assert b"bye" in done.stderr
+
+
+def test_a_missing_engine_fails_closed(tmp_path: Path) -> None:
+    """No engine: the agent never starts, the first request is answered with the reason,
+    the proxy exits 126, the failure is audited; check-config says so, exit 2."""
+    audit, marker = tmp_path / "audit.jsonl", tmp_path / "agent-ran"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[audit]\npath = "{audit}"\n[sandbox]\nenabled = true\n'
+        f'engine_command = "{tmp_path}/no-such-srt"\n'
+    )
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    note = b'{"jsonrpc":"2.0","method":"x/ping"}\n'
+    done = subprocess.run(argv, input=note + INIT, capture_output=True, timeout=TIMEOUT)
+    assert done.returncode == 126
+    answer = json.loads(done.stdout)
+    assert answer["id"] == 1
+    assert answer["error"]["code"] == -32603
+    assert answer["error"]["message"].startswith(
+        "acp-proxy: the sandbox could not start, so the agent was not started: "
+        f"the sandbox engine '{tmp_path}/no-such-srt' is not found"
+    )
+    assert not marker.exists()
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["sandbox_failed"]
+    check = subprocess.run(
+        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert check.returncode == 2
+    assert check.stderr.startswith("acp-proxy: the sandbox cannot start: the sandbox engine ")
+    assert check.stderr.count("\n") == 1
+
+
+def test_check_config_prints_the_effective_sandbox(tmp_path: Path) -> None:
+    """check-config runs the engine once and prints its settings and where it applies."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    check = subprocess.run(
+        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert check.returncode == 0, check.stderr
+    assert f'workspace = [\n    "{tmp_path}",\n]' in check.stdout
+    assert "# sandbox: " in check.stdout
+    assert " 0.0.83, settings sha256:" in check.stdout
+    assert "does not apply with --upstream or --connect" in check.stdout
+    assert f'#       "{cfg}"' in check.stdout  # the config file is denied to the agent
+
+
+TERM_AGENT = """
+import os, signal, sys, time
+def stop(signum, frame):
+    sys.stderr.write("agent got signal %d\\n" % signum)
+    sys.stderr.flush()
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stop)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)", sys.argv[1]])
+    os._exit(0)
+sys.stderr.write("ready\\n")
+sys.stderr.flush()
+time.sleep(60)
+"""
+
+
+def test_sigterm_reaches_the_sandboxed_agent_and_nothing_outlives_it(tmp_path: Path) -> None:
+    """SIGTERM to the proxy reaches the agent inside the sandbox (its handler runs, its
+    status is the proxy's); its double-forked daemon dies with the sandbox."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", TERM_AGENT, marker]
+    proxy = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+    )
+    try:
+        assert proxy.stderr is not None
+        seen = b""
+        while b"ready\n" not in seen:
+            line = proxy.stderr.readline()
+            assert line, f"the proxy ended early: {seen.decode(errors='replace')}"
+            seen += line
+        assert _daemons(marker)  # the daemon runs (inside the sandbox)
+        proxy.send_signal(15)
+        _, rest = proxy.communicate(timeout=TIMEOUT)
+        assert proxy.returncode == 3, (seen + rest).decode(errors="replace")
+        assert b"agent got signal 15" in seen + rest
+        assert _daemons(marker) == []
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+        for pid in _daemons(marker):
+            os.kill(pid, 9)
+
+
+async def test_listen_confines_the_agent_of_every_connection(
+    tmp_path: Path, server: _Server
+) -> None:
+    """--listen starts one sandboxed agent per connection: each one's escapes fail."""
+    plan = _scene(tmp_path, server.port, sandbox=True, engine=str(srt_engine()))
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["HOME"] = plan["home"]
+    argv = [sys.executable, "-m", "acp_proxy", "--config", plan["config"]]
+    argv += ["--listen", "ws://127.0.0.1:0/acp", "--"]
+    argv += [sys.executable, str(ESCAPE_AGENT), str(tmp_path / "plan.json")]
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            proc = await nursery.start(
+                partial(
+                    trio.run_process, argv, stderr=subprocess.PIPE, cwd=plan["workspace"], env=env
+                ),
+            )
+            assert proc.stderr is not None
+            seen = b""
+            while b"listening on " not in seen or not seen.endswith(b"\n"):
+                seen += await proc.stderr.receive_some(4096)
+            url = seen.decode().split("listening on ", 1)[1].split()[0]
+            for _ in range(2):
+                async with connect(url) as ws:
+                    init = await AcpClient(ws).request("initialize", {"protocolVersion": 1})
+                attempts = init["result"]["_meta"]["attempts"]
+                escaped = {name: attempts[name] for name in ESCAPES if attempts[name] == "ok"}
+                assert escaped == {}
+                assert attempts["workspace_read_write"] == "ok"
+            proc.send_signal(15)
+    assert server.hits == 0
+    text = await trio.Path(plan["audit"]).read_text()
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["event"] for r in records].count("sandbox_started") == 1
+    assert [r["event"] for r in records].count("connection_opened") == 2
+
+
+def test_an_engine_the_agent_could_rewrite_is_refused(tmp_path: Path) -> None:
+    """An engine inside the workspace would run, changed by the agent, unconfined at the
+    next start: check-config refuses it (exit 2) and names where it lies."""
+    engine = tmp_path / "bin" / "srt"
+    engine.parent.mkdir()
+    engine.write_text("#!/bin/sh\necho 0.0.83\n")
+    engine.chmod(0o755)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{engine}"\n')
+    check = subprocess.run(
+        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert check.returncode == 2
+    assert check.stderr == (
+        f"acp-proxy: the sandbox cannot start: the sandbox engine {engine} lies inside "
+        f"{tmp_path}, which the agent may write: install it outside the workspace and "
+        "writable paths\n"
+    )
