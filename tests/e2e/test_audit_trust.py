@@ -29,6 +29,7 @@ from support.e2ekit import (
     write_config,
 )
 from support.otlpkit import attributes, otlp_receiver
+from support.srt import srt_engine
 
 TIMEOUT = 60
 PY = sys.executable
@@ -51,7 +52,9 @@ PERMISSION = {
 }
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PY, "-m", "acp_proxy", *args],
         capture_output=True,
@@ -59,6 +62,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         timeout=TIMEOUT,
         stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -260,13 +264,16 @@ def test_strict_puts_the_audit_log_under_the_state_directory(tmp_path: Path) -> 
     state = tmp_path / "state"
     strict = tmp_path / "strict.toml"
     strict.write_text(run_cli("config", "strict").stdout)
-    env = {"XDG_STATE_HOME": str(state)}
-    checked = run_cli("check-config", str(strict), env=env)
+    path = f"{srt_engine().parent}{os.pathsep}{os.environ['PATH']}"  # strict confines the agent
+    env = {"XDG_STATE_HOME": str(state), "PATH": path}
+    work = tmp_path / "work"  # the agent's workspace: the engine lies outside it
+    work.mkdir()
+    checked = run_cli("check-config", str(strict), env=env, cwd=work)
     assert checked.returncode == 0, checked.stderr
     where = state / "acp-proxy" / "audit.jsonl"
     assert f"# audit log: {where}" in checked.stdout
     assert not (state / "acp-proxy").exists()  # check-config creates nothing
-    ran = run_cli("--config", str(strict), "--", PY, "-c", "pass", env=env)
+    ran = run_cli("--config", str(strict), "--", PY, "-c", "pass", env=env, cwd=work)
     assert ran.returncode == 0, ran.stderr
     assert stat.S_IMODE((state / "acp-proxy").stat().st_mode) == 0o700
     assert records(where)[0]["event"] == "run_started"
