@@ -12,6 +12,7 @@
     acp-proxy check-config FILE [-- AGENT_CMD ...]
     acp-proxy replay [--config FILE] [--diff] TRACE
     acp-proxy view TRACE [-o FILE.html | --format conductor -o FILE]
+    acp-proxy audit verify FILE [--key-file K]
 
 This module is the only place that maps errors to exit statuses: the
 agent's status as the proxy's (when the agent died of signal N, the proxy
@@ -44,6 +45,8 @@ from acp_proxy.config.files import (
     expand_config_paths,
     expand_path,
     find_command,
+    open_regular,
+    resolve_audit_paths,
 )
 from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 
@@ -75,7 +78,9 @@ USAGE = """
   acp-proxy replay [--config FILE] [--diff] TRACE
       the decisions a configuration makes on a recorded trace (no agent started)
   acp-proxy view TRACE [-o FILE.html] [--format conductor]
-      a trace as a page: timeline, session tree, decisions (served, or one file)"""
+      a trace as a page: timeline, session tree, decisions (served, or one file)
+  acp-proxy audit verify FILE [--key-file K]
+      check an audit log's hash chain: changed, missing, reordered or cut-off records"""
 
 #: options that apply to some modes only -> the modes, as the user reads them
 _MODE_OPTIONS = {
@@ -190,7 +195,9 @@ def _setup_logging(level: str, log_file: str | None) -> None:
     if log_file:
         check_writable(log_file, "--log-file")
         try:
-            handler = logging.FileHandler(log_file)
+            fd = open_regular(log_file, "--log-file")
+            stream = open(fd, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            handler = logging.StreamHandler(stream)
         except OSError as exc:
             raise UsageError(f"cannot write --log-file {log_file!r}: {exc.strerror}") from None
     else:
@@ -212,7 +219,8 @@ def effective_config(args: argparse.Namespace) -> Config:
     if args.config:
         from acp_proxy.config.io import load_config
 
-        cfg = load_config(expand_path(args.config, "--config"))
+        config_file = expand_path(args.config, "--config")
+        cfg = resolve_audit_paths(expand_config_paths(load_config(config_file)), config_file)
     else:
         cfg = Config()
     try:
@@ -310,6 +318,10 @@ def _main(argv: list[str]) -> int:
         return _check_config(opts[1:], agent_cmd)
     if opts and opts[0] == "config":
         return _print_config(opts[1:])
+    if opts and opts[0] == "audit":
+        from acp_proxy.shell.audit_verify import run_audit
+
+        return run_audit(opts[1:])
     if opts and opts[0] == "replay":
         from acp_proxy.shell.replay import run_replay
 
@@ -340,7 +352,9 @@ def _main(argv: list[str]) -> int:
 
         cfg, args.generated_token = listen_token(cfg, args.listen, no_token=bool(args.no_token))
     run_id = os.urandom(6).hex()
-    audit = _open_audit(cfg.audit.path, {"pid": os.getpid(), "run": run_id})
+    from acp_proxy.shell.audit_setup import mirror_audit, open_audit
+
+    audit = open_audit(cfg, {"pid": os.getpid(), "run": run_id})
     cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
     if refusal is not None:
         return _fail_closed(mode, cfg, refusal, audit)
@@ -351,6 +365,9 @@ def _main(argv: list[str]) -> int:
 
     hub = open_hub(cfg, run_id)
     install(hub)
+    if hub is not None:
+        hub.audit = audit
+        audit = mirror_audit(hub, audit, {"pid": os.getpid(), "run": run_id})
     try:
         status = _run(mode, args, cfg, agent_cmd, audit, early)
     except AgentSignalled as exc:
@@ -375,7 +392,14 @@ def _main(argv: list[str]) -> int:
         install(None)
         if hub is not None:
             hub.close()
+    if audit is not None and audit.failure is not None:
+        print(f"acp-proxy: {audit.failure}", file=sys.stderr)
+        return AUDIT_FAILED_STATUS
     return _die_like_the_agent(-status) if status < 0 else status
+
+
+#: the exit status after a lost audit record with ``audit.required``
+AUDIT_FAILED_STATUS = 1
 
 
 def _confine(
@@ -512,23 +536,6 @@ def _protect_own_files(args: argparse.Namespace, cfg: Config) -> None:
     install(own_files(cfg, config, watch=bool(args.watch_config), log_file=log_file))
 
 
-def _open_audit(path: str, context: dict[str, object] | None = None) -> AuditLog | None:
-    """The audit log at ``path`` (``""``: none), its records carrying ``context``.
-
-    Raises:
-        UsageError: it cannot be opened for appending.
-    """
-    if not path:
-        return None
-    from acp_proxy.shell.audit import AuditLog
-
-    check_writable(path, "audit log")
-    try:
-        return AuditLog.open(path, context)
-    except OSError as exc:
-        raise UsageError(f"cannot open the audit log {path!r}: {exc.strerror}") from None
-
-
 def _unwrap(exc: BaseException) -> BaseException:
     """The one exception inside nested single-member exception groups (or ``exc``)."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -560,11 +567,18 @@ def _run(
     audit: AuditLog | None,
     early: EarlyStart | None = None,
 ) -> int:
+    runner = _mode_runner(mode, args, cfg, agent_cmd, audit, early)
+    chained = audit.chained if audit is not None else None
+    if chained is not None and chained.required:
+        from acp_proxy.shell.audit_stop import stop_on_audit_failure
+
+        grace = cfg.process.grace_seconds + cfg.process.kill_after_seconds + 1.0
+        runner = (stop_on_audit_failure, chained, grace, runner)
     if cfg.telemetry.metrics:
         from acp_proxy.shell.watch import alongside
 
-        return _trio_run(alongside, cfg, _mode_runner(mode, args, cfg, agent_cmd, audit))
-    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit, early))
+        return _trio_run(alongside, cfg, runner)
+    return _trio_run(*runner)
 
 
 def _mode_runner(
@@ -665,9 +679,11 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
     from acp_proxy.config import io as config_io
     from acp_proxy.shell.topology.ws_upgrade import read_token
 
-    cfg = expand_config_paths(config_io.load_config(expand_path(rest[0], "the config file")))
-    if cfg.audit.path:
-        check_writable(cfg.audit.path, "audit.path")
+    config_file = expand_path(rest[0], "the config file")
+    cfg = resolve_audit_paths(expand_config_paths(config_io.load_config(config_file)), config_file)
+    from acp_proxy.shell.audit_setup import check_audit_files
+
+    notes = check_audit_files(cfg)
     if cfg.listen.token_file:
         read_token(cfg.listen.token_file)
     if cfg.listen.tokens_file:
@@ -677,6 +693,8 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
     found = find_command(agent_cmd[0]) if agent_cmd else None
     cfg = resolve_sandbox_workspace(cfg)
     sandbox_note = _check_sandbox(cfg, expand_path(rest[0], "the config file"))
+    for note in notes:
+        print(f"# {note}")
     print(config_io.dump_config(cfg), end="")
     print(sandbox_note, end="")
     _check_config_verdict(rest[0], cfg, found)

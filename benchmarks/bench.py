@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks.audit_cost import audit_cost_us
 from benchmarks.batches import batch_rss
 from benchmarks.client import (
     ROOT,
@@ -250,6 +251,8 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     res["json_parse_us"] = pc["1k"]
     res["json_parse_us_200b"] = pc["200b"]
 
+    log("audit log: cost per audited record, chained vs plain")
+    res["audit_us_per_record"] = audit_cost_us(max(1000, sizes.parse_number // 4))
     log("start-up: time to the initialize response, plain and sandboxed (srt)")
     res["sandbox_startup"] = sandbox_startup(5 if sizes.repeat >= 3 else 3, sizes.timeout_s)
 

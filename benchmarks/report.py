@@ -275,6 +275,13 @@ def format_table(res: dict[str, Any]) -> str:
     lines.append(
         f"framer + core in process (no I/O), us/msg: 1 KiB {cc['1k']:.2f}, 200 B {cc['200b']:.2f}"
     )
+    au = res.get("audit_us_per_record")
+    if au is not None:
+        lines.append(
+            f"audit record written, us: plain {au['plain']:.2f}, hash-chained {au['chained']:.2f}"
+            f", HMAC-chained {au['keyed']:.2f} ({au['chain_ratio']}x plain; audited "
+            "decisions only, not forwarded traffic)"
+        )
     la = res["load_avg_1m"]
     lines.append(
         f"load average (1 min) at start / end: {la['start']} / {la['end']} on {res['cpus']} CPUs"

@@ -28,6 +28,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "otel_export_posts": ("/v1/traces",),  # spans reached the local collector
     "peak_rss_mib": ("stream", "flood", "messages_1mib"),
     "json_parse_us": ("json", "msgspec", "parse"),
+    "audit_us_per_record": ("plain", "chained", "keyed", "chain_ratio"),
 }
 POSITIVE = ("throughput_ratio_1k_vs_relay", "throughput_ratio_1k_vs_direct")
 # CPU time comes in clock ticks (10 ms): at smoke sizes it may round to 0.

@@ -576,3 +576,41 @@ def test_a_config_path_that_is_not_a_regular_small_file_is_refused_without_block
     for path, why in ((fifo, "not a regular file"), (zero, "not a regular file"), (big, "larger")):
         with pytest.raises(ConfigError, match=why):
             load_config(path)
+
+
+# --- the audit log's place (issue 25) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"), [({"XDG_STATE_HOME": "/st"}, "/st"), ({}, "~/.local/state")]
+)
+def test_xdg_state_home_has_its_default_in_paths(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+) -> None:
+    """$XDG_STATE_HOME in a path: its value, or ~/.local/state when unset (XDG spec)."""
+    from acp_proxy.config.files import expand_path
+
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    want = str(Path(expected).expanduser()) + "/acp-proxy/audit.jsonl"
+    assert expand_path("$XDG_STATE_HOME/acp-proxy/audit.jsonl", "audit.path") == want
+    assert expand_path("${XDG_STATE_HOME}/acp-proxy/audit.jsonl", "audit.path") == want
+
+
+def test_strict_is_required_and_out_of_the_working_directory() -> None:
+    """config strict: audit.required, the log under $XDG_STATE_HOME/acp-proxy/."""
+    cfg = load_config(CONFIG_DIR / "strict.toml")
+    assert cfg.audit.required is True
+    assert cfg.audit.path == "$XDG_STATE_HOME/acp-proxy/audit.jsonl"
+    assert Config().audit.required is False
+
+
+def test_relative_audit_paths_are_taken_from_the_config_files_directory(tmp_path: Path) -> None:
+    """audit.path and hmac_key_file relative in /x/c.toml are /x/...; absolute ones stay."""
+    from acp_proxy.config.files import resolve_audit_paths
+
+    cfg = config_from_dict({"audit": {"path": "logs/a.jsonl", "hmac_key_file": "/k"}})
+    resolved = resolve_audit_paths(cfg, str(tmp_path / "c.toml"))
+    assert resolved.audit.path == str(tmp_path / "logs" / "a.jsonl")
+    assert resolved.audit.hmac_key_file == "/k"

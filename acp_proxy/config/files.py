@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from importlib import resources
 
 import attrs
@@ -28,6 +29,10 @@ __all__ = [
     "expand_config_paths",
     "expand_path",
     "find_command",
+    "not_regular",
+    "open_regular",
+    "resolve_audit_paths",
+    "state_home",
 ]
 
 #: the configurations shipped inside the package (``acp-proxy config NAME``)
@@ -62,6 +67,9 @@ def expand_path(value: str, what: str) -> str:
     """
     if not value:
         return value
+    if not os.environ.get("XDG_STATE_HOME"):  # its XDG default, so strict.toml works as is
+        value = value.replace("${XDG_STATE_HOME}", "$XDG_STATE_HOME")
+        value = re.sub(r"\$XDG_STATE_HOME(?!\w)", lambda _m: state_home(), value)
     expanded = os.path.expandvars(value)
     unset = _UNSET_VAR.search(expanded)
     if unset is not None:
@@ -71,16 +79,17 @@ def expand_path(value: str, what: str) -> str:
 
 
 def expand_config_paths(cfg: Config) -> Config:
-    """``cfg`` with ``audit.path``, ``trace.path`` and ``listen.token_file`` expanded
-    (:func:`expand_path`)."""
+    """``cfg`` with ``audit.path``, ``audit.hmac_key_file``, ``trace.path`` and
+    ``listen.token_file`` expanded (:func:`expand_path`)."""
     audit_path = expand_path(cfg.audit.path, "audit.path")
+    key_file = expand_path(cfg.audit.hmac_key_file, "audit.hmac_key_file")
     trace_path = expand_path(cfg.trace.path, "trace.path")
     token_file = expand_path(cfg.listen.token_file, "listen.token_file")
     tokens_file = expand_path(cfg.listen.tokens_file, "listen.tokens_file")
     try:
         return attrs.evolve(
             cfg,
-            audit=attrs.evolve(cfg.audit, path=audit_path),
+            audit=attrs.evolve(cfg.audit, path=audit_path, hmac_key_file=key_file),
             trace=attrs.evolve(cfg.trace, path=trace_path),
             listen=attrs.evolve(cfg.listen, token_file=token_file, tokens_file=tokens_file),
         )
@@ -96,11 +105,16 @@ def check_writable(path: str, what: str) -> None:
         what: how the user named it (``"--log-file"``, ``"audit.path"``).
 
     Raises:
-        UsageError: ``path`` is a directory, its directory does not exist, or
-            it (or, for a new file, its directory) is not writable.
+        UsageError: ``path`` is a directory, a symbolic link, a FIFO, a device
+            or a socket (never followed nor opened, so a FIFO never blocks), its
+            directory does not exist, or it (or, for a new file, its directory)
+            is not writable.
     """
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not os.path.islink(path):
         raise UsageError(f"{what} {path!r} is a directory; name a file in it")
+    kind = not_regular(path)
+    if kind is not None:
+        raise UsageError(_refusal(what, path, kind))
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UsageError(f"{what} {path!r}: the directory {directory!r} does not exist")
@@ -175,3 +189,99 @@ def _check_interpreter(command: str) -> None:
             f"agent command {command!r} starts with #!{' '.join(words)}, and {names[0]!r} "
             "was not found on PATH: install it or correct the script's #! line"
         )
+
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str | None:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def not_regular(path: str) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``"a FIFO"``, ...), else
+    ``None``. Looks with ``lstat``: a symbolic link is never followed, nothing is opened."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return _kind(mode)
+
+
+def _refusal(what: str, path: str, kind: str) -> str:
+    return (
+        f"{what} {path!r} is {kind}, not a regular file: name a regular file "
+        "(the proxy never follows a link there nor writes to a pipe or device)"
+    )
+
+
+def open_regular(
+    path: str, what: str, *, truncate: bool = False, read: bool = False, mode: int = 0o600
+) -> int:
+    """Opens ``path`` for writing (appending, or truncated) only if it is a regular file.
+
+    ``O_NOFOLLOW`` refuses a symbolic link at the last component, ``O_NONBLOCK``
+    keeps a FIFO from blocking the open, and ``fstat`` on the open descriptor
+    refuses anything but a regular file (no race between a check and the open).
+    A truncation happens only after that check. A new file gets ``mode``.
+
+    Returns:
+        The descriptor (blocking, close-on-exec, ``O_APPEND`` unless ``truncate``;
+        readable too with ``read``).
+
+    Raises:
+        UsageError: ``path`` is not a regular file (one sentence).
+        OSError: it cannot be opened otherwise.
+    """
+    flags = (os.O_RDWR if read else os.O_WRONLY) | os.O_CREAT | os.O_NOFOLLOW
+    flags |= os.O_NONBLOCK | os.O_CLOEXEC
+    if not truncate:
+        flags |= os.O_APPEND
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as exc:
+        kind = not_regular(path)
+        if kind is not None:  # ELOOP (a link), ENXIO (a FIFO nobody reads), EISDIR
+            raise UsageError(_refusal(what, path, kind)) from None
+        raise exc from None
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise UsageError(_refusal(what, path, kind))
+        os.set_blocking(fd, True)
+        if truncate:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def state_home() -> str:
+    """``$XDG_STATE_HOME``, or ``~/.local/state`` when it is unset or empty (XDG Base
+    Directory specification)."""
+    return os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+
+
+def resolve_audit_paths(cfg: Config, config_file: str) -> Config:
+    """``cfg`` (expanded) with a relative ``audit.path`` and ``audit.hmac_key_file`` taken
+    from the directory of ``config_file``, not from the working directory (a config in
+    a repository must not put the audit log where the agent works)."""
+    base = os.path.dirname(os.path.abspath(config_file))
+    audit = cfg.audit
+    path, key_file = audit.path, audit.hmac_key_file
+    if path and not os.path.isabs(path):
+        path = os.path.join(base, path)
+    if key_file and not os.path.isabs(key_file):
+        key_file = os.path.join(base, key_file)
+    return attrs.evolve(cfg, audit=attrs.evolve(audit, path=path, hmac_key_file=key_file))

@@ -337,12 +337,21 @@ class AuditConfig:
     """Audit log.
 
     Attributes:
-        path: JSON-lines audit log file; ``""`` = off.
+        path: JSON-lines audit log file; ``""`` = off. Relative in a config
+            file: from that file's directory.
         include_content: also log message content (off by default).
+        required: a record that cannot be written stops the proxy (fail
+            closed: nothing more is forwarded, requests are answered with an
+            error, the exit status is 1); ``False``: the loss is logged once
+            and counted, and the relay goes on.
+        hmac_key_file: a file whose bytes key the chain (HMAC-SHA256 instead
+            of SHA-256); ``""`` = a plain chain. ``audit verify`` then needs it.
     """
 
     path: str = ""
     include_content: bool = False
+    required: bool = False
+    hmac_key_file: str = ""
 
 
 @attrs.frozen

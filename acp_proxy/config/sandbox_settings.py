@@ -73,8 +73,8 @@ def protected_files(
     """The proxy's own files, absolute: config file, audit log, trace, log file, token file.
 
     Args:
-        config: the effective configuration (its ``audit.path``, ``trace.path``,
-            ``listen.token_file``; ``""`` = none).
+        config: the effective configuration (its ``audit.path``,
+            ``audit.hmac_key_file``, ``trace.path``, ``listen.token_file``; ``""`` = none).
         cwd: what relative paths are taken from.
         home: the home directory ``~/`` stands for.
         config_file: the ``--config`` file, if any.
@@ -83,6 +83,7 @@ def protected_files(
     named = [
         config_file or "",
         config.audit.path,
+        config.audit.hmac_key_file,  # the key of the chain (issue 25): never the agent's
         config.trace.path,
         log_file or "",
         config.listen.token_file,

@@ -67,6 +67,7 @@ class AuditEvent(enum.StrEnum):
     NOTIFICATION_DROPPED = "notification_dropped"
     OVERSIZE_MESSAGE = "oversize_message"
     PEER_CLOSED = "peer_closed"
+    PERMISSION_ANSWERED = "permission_answered"
     PERMISSION_DECIDED = "permission_decided"
     PROTOCOL_VIOLATION = "protocol_violation"
     REGISTRY_CONFLICT = "registry_conflict"

@@ -24,15 +24,16 @@ Two promises, whatever a peer put in a record:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Hashable
 from typing import IO, Any
 
 from acp_proxy.core.actions import Audit, AuditEvent
+from acp_proxy.shell.audit_chain import ChainedFile
 
 __all__ = [
     "CONTENT_LIMIT",
@@ -46,6 +47,7 @@ __all__ = [
     "clean",
     "format_record",
     "preview",
+    "record_object",
 ]
 
 #: characters kept of one string field (a longer one ends with "...(N chars)")
@@ -69,6 +71,9 @@ NEVER_SUPPRESSED = frozenset(
         "grants_revoked",
         "grants_restored",
         "children_retired",
+        "permission_decided",
+        "permission_answered",
+        "request_refused",
         "admission_refused",
         "elicitation_declined",
     }
@@ -204,6 +209,20 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def record_object(record: Audit, context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record as the JSON object :func:`format_record` writes; never raises."""
+    obj: dict[str, Any] = {"ts": _now(), "event": clean(str(record.event))}
+    try:
+        if record.direction is not None:
+            obj["direction"] = clean(record.direction)
+        _fields(record.fields if isinstance(record.fields, dict) else {}, obj)
+        if context:
+            _fields(context, obj)
+        return obj
+    except Exception as exc:  # defense in depth: clean() should leave nothing to fail on
+        return {"ts": obj["ts"], "event": obj["event"], "notes": [preview(exc)]}
+
+
 def format_record(record: Audit, context: dict[str, Any] | None = None) -> str:
     """One audit line (no trailing newline); never raises.
 
@@ -215,17 +234,11 @@ def format_record(record: Audit, context: dict[str, Any] | None = None) -> str:
         record: the core's audit action.
         context: extra keys for every record of a connection (e.g. ``connection``).
     """
-    obj: dict[str, Any] = {"ts": _now(), "event": clean(str(record.event))}
+    obj = record_object(record, context)
     try:
-        if record.direction is not None:
-            obj["direction"] = clean(record.direction)
-        _fields(record.fields if isinstance(record.fields, dict) else {}, obj)
-        if context:
-            _fields(context, obj)
         return _dumps(obj)
     except Exception as exc:  # defense in depth: clean() should leave nothing to fail on
-        fallback = {"ts": obj["ts"], "event": obj["event"], "notes": [preview(exc)]}
-        return _dumps(fallback)
+        return _dumps({"ts": obj["ts"], "event": obj["event"], "notes": [preview(exc)]})
 
 
 class Throttle:
@@ -288,45 +301,108 @@ class Throttle:
         return out
 
 
+#: Something that also gets every record written (the OpenTelemetry log bridge):
+#: called with the record's JSON object, on the writing thread; must not block.
+Mirror = Callable[[dict[str, Any]], None]
+
+
 class AuditLog:
-    """Appends audit records to a file, one JSON object per line, flushed per line.
+    """Appends audit records to a file, one JSON object per line.
 
     Records of one kind (event, direction) beyond ``throttle.burst`` per
     window are counted instead of written; see the module doc.
 
     Args:
-        stream: an open text stream (the caller owns it).
+        stream: an open text stream (the caller owns it; no chain), or the
+            :class:`~acp_proxy.shell.audit_chain.ChainedFile` of the run.
         context: keys added to every record.
         throttle: the rate limit (default: 10 per kind per second).
+        mirrors: also given every record written (shared with :meth:`with_context`).
     """
 
     def __init__(
         self,
-        stream: IO[str],
+        stream: IO[str] | ChainedFile,
         context: dict[str, Any] | None = None,
         throttle: Throttle | None = None,
+        mirrors: list[Mirror] | None = None,
     ) -> None:
         self._stream = stream
+        self._chained = stream if isinstance(stream, ChainedFile) else None
         self._context = context or {}
         self.throttle = throttle or Throttle()
-        self.records_written = 0
-        self.bytes_written = 0
+        self.mirrors: list[Mirror] = mirrors if mirrors is not None else []
+        self._records_written = 0
+        self._bytes_written = 0
 
     @classmethod
-    def open(cls, path: str, context: dict[str, Any] | None = None) -> AuditLog:
-        """Opens ``path`` for appending (line-buffered); a new file is readable by its owner only.
+    def open(
+        cls,
+        path: str,
+        context: dict[str, Any] | None = None,
+        *,
+        run: str = "",
+        key: bytes | None = None,
+        required: bool = False,
+    ) -> AuditLog:
+        """Opens ``path`` for appending, chained (a new file is readable by its owner only).
+
+        Args:
+            path: the log file; refused unless a regular file.
+            context: keys of every record (``pid``, ``run``).
+            run: the run's id (default: ``context["run"]``).
+            key: HMAC key of the chain, or ``None`` (SHA-256).
+            required: fail closed on a lost record (:attr:`failure`).
 
         Raises:
+            UsageError: ``path`` is a symbolic link, FIFO, device or directory.
             OSError: the file cannot be opened.
         """
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        return cls(open(fd, "a", encoding="utf-8", buffering=1), context)
+        context = context or {}
+        chained = ChainedFile(
+            path, run or str(context.get("run", "")), key=key, required=required, context=context
+        )
+        return cls(chained, context)
 
-    def _line(self, text: str) -> None:
+    @property
+    def records_written(self) -> int:
+        """Lines written (with a chain: every run record and every writer's records)."""
+        return self._chained.records_written if self._chained else self._records_written
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes written."""
+        return self._chained.bytes_written if self._chained else self._bytes_written
+
+    @property
+    def records_lost(self) -> int:
+        """Records that could not be written (0 without a chain)."""
+        return self._chained.records_lost if self._chained else 0
+
+    @property
+    def failure(self) -> str | None:
+        """With ``audit.required``, why nothing more may be forwarded (one sentence)."""
+        return self._chained.failure if self._chained else None
+
+    @property
+    def chained(self) -> ChainedFile | None:
+        """The chained file, or ``None`` (a plain stream)."""
+        return self._chained
+
+    def _line(self, text: str, obj: dict[str, Any] | None = None) -> None:
+        for mirror in self.mirrors:
+            with contextlib.suppress(Exception):  # an exporter must never stop the proxy
+                mirror(obj if obj is not None else json.loads(text))
+        chained = self._chained
+        if chained is not None:
+            chained.write(text)
+            return
+        stream = self._stream
+        assert not isinstance(stream, ChainedFile)
         try:
-            self._stream.write(text + "\n")
-            self.records_written += 1
-            self.bytes_written += len(text) + 1
+            stream.write(text + "\n")
+            self._records_written += 1
+            self._bytes_written += len(text) + 1
         except (OSError, ValueError):
             pass
 
@@ -354,20 +430,29 @@ class AuditLog:
                 self.flush_summaries()
                 if not self.throttle.allow((record.event, record.direction)):
                     return
-            self._line(format_record(record, self._context))
+            obj = record_object(record, self._context)
+            try:
+                text = _dumps(obj)
+            except Exception as exc:  # defense in depth, as format_record
+                obj = {"ts": obj["ts"], "event": obj["event"], "notes": [preview(exc)]}
+                text = _dumps(obj)
+            self._line(text, obj)
         except Exception:  # a record must never stop the proxy
             pass
 
     def with_context(self, **context: Any) -> AuditLog:
-        """A writer on the same stream with more context keys (and its own rate limit)."""
+        """A writer on the same file with more context keys (and its own rate limit)."""
         t = self.throttle
         return AuditLog(
             self._stream,
             {**self._context, **context},
             Throttle(t.burst, t.window_seconds, t.clock, t.max_kinds),
+            self.mirrors,
         )
 
     def close(self) -> None:
-        """Writes the pending summaries and closes the stream."""
-        self.flush_summaries(everything=True)
-        self._stream.close()
+        """Writes the pending summaries (and ``run_closed``) and closes the file; never raises."""
+        with contextlib.suppress(Exception):
+            self.flush_summaries(everything=True)
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.close()

@@ -44,7 +44,7 @@ from acp_proxy.shell.topology.ws_upgrade import (
     read_token,
 )
 
-__all__ = ["parse_address", "render_metrics", "serve_metrics", "status"]
+__all__ = ["audit_status", "parse_address", "render_metrics", "serve_metrics", "status"]
 
 log = logging.getLogger("acp_proxy.metrics")
 
@@ -118,6 +118,16 @@ def render_metrics(hub: Hub) -> str:
             out.append(f'acp_proxy_request_duration_seconds_bucket{{le="{le}"}} {cumulative}')
         out.append(f"acp_proxy_request_duration_seconds_sum {snap['duration_sum']!r}")
         out.append(f"acp_proxy_request_duration_seconds_count {snap['duration_count']}")
+    audit = audit_status(hub)
+    if audit is not None:
+        family("acp_proxy_audit_records_total", "counter", "Audit log lines written.")
+        out.append(f"acp_proxy_audit_records_total {audit['written']}")
+        family(
+            "acp_proxy_audit_records_lost_total",
+            "counter",
+            "Audit records that could not be written (disk full, size limit, file removed).",
+        )
+        out.append(f"acp_proxy_audit_records_lost_total {audit['lost']}")
     would_block, exceeded = _budget_totals(hub)
     family(
         "acp_proxy_would_block_total",
@@ -208,6 +218,21 @@ def status(hub: Hub, include_content: bool = False) -> dict[str, Any]:
         "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
         "wouldBlock": _budget_totals(hub)[0],
         "budgetExceeded": _budget_totals(hub)[1],
+        "audit": audit_status(hub),
+    }
+
+
+def audit_status(hub: Hub) -> dict[str, Any] | None:
+    """``{"path", "written", "lost", "failure"}`` of the audit log, or ``None`` without one."""
+    audit = hub.audit
+    chained = getattr(audit, "chained", None)
+    if chained is None:
+        return None
+    return {
+        "path": chained.path,
+        "written": chained.records_written,
+        "lost": chained.records_lost,
+        "failure": chained.failure,
     }
 
 

@@ -165,6 +165,8 @@ class Hub:
         self.started = time.time()
         self.started_monotonic = time.monotonic()
         self.connections: dict[int, Connection] = {}
+        #: the audit log (an :class:`~acp_proxy.shell.audit.AuditLog`), for its counters
+        self.audit: Any = None
         self._count = 0
         self._lock = threading.Lock()
 

@@ -17,6 +17,9 @@ loads the SDK. :class:`OtelBridge` is a
   the configured propagators, W3C trace context by default); an agent request
   made during a ``session/prompt`` of its session is a child of that prompt's
   span;
+- a log record per audit record (:meth:`OtelBridge.audit_record`), exported by
+  the SDK's ``BatchLogRecordProcessor`` over OTLP/HTTP (``/v1/logs``), so a
+  collector keeps a copy the agent's machine cannot change;
 - metrics: ``acp_proxy.messages`` (direction, kind) and ``acp_proxy.decisions``
   (decision) read from the :class:`~acp_proxy.shell.observe.Tally` that also
   serves ``/metrics``; ``acp_proxy.held.messages``, ``acp_proxy.held.bytes``,
@@ -36,13 +39,18 @@ headers, timeout, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry import propagate, trace
+from opentelemetry._logs import LoggerProvider, SeverityNumber
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import (
@@ -129,8 +137,15 @@ class OtelBridge:
         meter_provider: MeterProvider,
         *,
         max_open: int = MAX_OPEN_SPANS,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         self.hub = hub
+        self.logger_provider = logger_provider
+        self.audit_logger = (
+            logger_provider.get_logger("acp_proxy.audit", __version__)
+            if logger_provider is not None
+            else None
+        )
         self.tally = tally
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
@@ -323,6 +338,27 @@ class OtelBridge:
 
     # ------------------------------------------------------------ the end
 
+    # --------------------------------------------------------- audit log
+
+    def audit_record(self, record: dict[str, Any]) -> None:
+        """One audit record (its JSON object) as an OpenTelemetry log record: the members
+        as attributes (``acp.audit.<name>``; objects and mixed lists as JSON text),
+        ``event`` as the record's event name. Goes to the ``BatchLogRecordProcessor``'s
+        bounded queue (never waited for). Content is in it only with ``include_content``,
+        as in the file."""
+        logger = self.audit_logger
+        if logger is None:
+            return
+        event = str(record.get("event", ""))
+        logger.emit(
+            timestamp=time.time_ns(),
+            severity_number=SeverityNumber.INFO,
+            severity_text="INFO",
+            body=event,
+            event_name=f"acp_proxy.audit.{event}",
+            attributes={f"acp.audit.{k}": _attribute(v) for k, v in record.items()},
+        )
+
     def shutdown(self, timeout: float = SHUTDOWN_SECONDS) -> None:
         """Ends the spans still open and flushes the export, waiting at most ``timeout``."""
         with self._lock:
@@ -334,7 +370,7 @@ class OtelBridge:
             span.end()
 
         def stop() -> None:
-            for provider in (self.tracer_provider, self.meter_provider):
+            for provider in (self.tracer_provider, self.meter_provider, self.logger_provider):
                 shutdown = getattr(provider, "shutdown", None)
                 if shutdown is not None:
                     shutdown()
@@ -350,6 +386,18 @@ def _parent(conn: Connection, sid: str) -> dict[str, Any]:
     return {"acp.session.parent_id": child.parent_id} if child is not None else {}
 
 
+def _attribute(value: Any) -> Any:
+    """An audit member as an OpenTelemetry attribute value (a primitive, a list of one
+    primitive type, or JSON text)."""
+    if value is None:
+        return ""
+    if type(value) in (str, bool, int, float):
+        return value
+    if type(value) is list and value and all(type(v) is str for v in value):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
 def _hashable(rid: Any) -> Any:
     """A request id as a dict key (the core only tracks string and integer ids)."""
     return rid if type(rid) is str or type(rid) is int else repr(rid)
@@ -361,12 +409,15 @@ def open_bridge(hub: Hub, tally: Tally) -> OtelBridge:
     Spans go through a ``BatchSpanProcessor``, metrics through a
     ``PeriodicExportingMetricReader``: export happens in the SDK's threads.
     """
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     res = resource()
     # shutdown_on_exit=False: OtelBridge.shutdown is the one shutdown (an atexit one
     # after it would log "shutdown can only be called once")
+    logger_provider = SdkLoggerProvider(resource=res, shutdown_on_exit=False)
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
     tracer_provider = SdkTracerProvider(resource=res, shutdown_on_exit=False)
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     meter_provider = SdkMeterProvider(
@@ -374,4 +425,4 @@ def open_bridge(hub: Hub, tally: Tally) -> OtelBridge:
         metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())],
         shutdown_on_exit=False,
     )
-    return OtelBridge(hub, tally, tracer_provider, meter_provider)
+    return OtelBridge(hub, tally, tracer_provider, meter_provider, logger_provider=logger_provider)

@@ -27,8 +27,9 @@ error naming it, those answers are flushed, and :meth:`Relay.run` returns.
 from __future__ import annotations
 
 import gc
+import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 import attrs
 import trio
@@ -37,6 +38,7 @@ from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, Audit, Peer, StoreCall
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
+from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, error_frame
 from acp_proxy.shell.budget_store import RedisBudgetStore, store_for
 from acp_proxy.shell.routing import (
     AuditSink,
@@ -47,7 +49,7 @@ from acp_proxy.shell.routing import (
 )
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
-__all__ = ["THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
+__all__ = ["AUDIT_LOST", "THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
 
 log = logging.getLogger("acp_proxy.relay")
 
@@ -58,6 +60,9 @@ THREAD_THRESHOLD_BYTES = 256 * 1024
 
 #: audit records written per event-loop turn after a core call in a worker thread
 AUDIT_SLICE = 256
+
+#: the reason in the errors answered once an audit record was lost with ``audit.required``
+AUDIT_LOST = "the audit log could not be written (audit.required): nothing is forwarded"
 
 
 class _GcPause:
@@ -197,6 +202,10 @@ class Relay:
         self._core_busy = False
         self._core_free = trio.Event()
         self._timer = CoreTimer(self._get_timer, self._fire_timer)
+        # audit.required: the chained file whose failure stops the relay, and the reason
+        self._audit_file = getattr(audit, "chained", None)
+        self._audit_failed: str | None = None
+        self._client_eof = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._client_flushed = trio.Event()
         # the shared budget store, when [budgets] store is set (its calls are core actions)
@@ -218,6 +227,11 @@ class Relay:
             nursery.start_soon(self._timer.run)
             nursery.start_soon(self._read_client)
             status = await self._read_agent()
+            if self._audit_failed is not None:
+                # Fail closed: the agent is gone; the client's new requests are still
+                # answered with the audit error until it closes (bounded).
+                with trio.move_on_after(self.flush_timeout_seconds):
+                    await self._client_eof.wait()
             # Client told; let the client writer flush (bounded: a client that
             # stopped reading must not keep the proxy alive), then stop the rest.
             with trio.move_on_after(self.flush_timeout_seconds):
@@ -287,11 +301,80 @@ class Relay:
             self._core_busy = False
             self._core_free.set()
 
-    async def _apply(self, actions: list[Action]) -> None:
-        """Carries out core actions in order; Sends are grouped per peer."""
-        await self._send_routed(route_actions(actions, self.audit))
+    async def _apply(
+        self,
+        actions: list[Action],
+        source: Peer | None = None,
+        incoming: list[Incoming] | None = None,
+    ) -> None:
+        """Carries out core actions in order; Sends are grouped per peer.
+
+        After an audit record was lost with ``audit.required``, nothing is sent
+        (:meth:`_fail_closed`): not even what the failed record was about.
+
+        Args:
+            actions: the core's actions.
+            source: the peer whose ``incoming`` frames gave them, if any.
+            incoming: those frames (their requests are answered if this fails closed).
+        """
+        if self._audit_failed is not None:
+            return
+        batch = route_actions(actions, self.audit)
+        f = self._audit_file
+        if f is not None and f.failure is not None:
+            await self._fail_closed(source, incoming)
+            return
+        await self._send_routed(batch)
         if self._store is not None:
             await self._store_calls([a for a in actions if type(a) is StoreCall])
+
+    async def _fail_closed(
+        self, source: Peer | None = None, incoming: list[Incoming] | None = None
+    ) -> None:
+        """An audit record could not be written and ``audit.required``: stop forwarding.
+
+        The requests in flight both ways are answered with an error saying so
+        (through the core, as if both peers had gone), and so are the requests
+        of ``incoming`` (whose outcome was not sent: the frames that made the
+        failed record); the agent's input is closed (it is stopped after the
+        grace period), and from now on every request either peer sends is
+        answered with that error, nothing forwarded.
+        """
+        if self._audit_failed is not None:
+            return
+        self._audit_failed = AUDIT_LOST
+        await self._core_ready()
+        now = self._now()
+        in_flight = set(self.core.pending_ids(source)) if source is not None else set()
+        actions = self.core.peer_closed(Peer.AGENT, now, AUDIT_LOST)
+        actions += self.core.peer_closed(Peer.CLIENT, now, AUDIT_LOST)
+        await self._send_routed(route_actions(actions, None))  # no record can be written
+        if source is not None and incoming:
+            await self._refuse_all(source, incoming, in_flight)
+        await self._channels[Peer.AGENT][0].send(None)
+
+    async def _refuse_all(
+        self, source: Peer, batch: list[Incoming], answered: Collection[object] = ()
+    ) -> None:
+        """After :meth:`_fail_closed`: answers each request in ``batch`` with the error
+        (except those whose id is in ``answered``)."""
+        frames: list[bytes] = []
+        for item in batch:
+            if type(item) is bytes:
+                frames.append(item)
+            elif type(item) is Lines:
+                frames.extend(item.frames())
+        answers = []
+        for frame in frames:
+            try:
+                m = json.loads(frame)
+            except Exception:  # not JSON, or nested past the decoder's limit
+                continue
+            rid = m.get("id") if type(m) is dict and "method" in m else None
+            if (type(rid) is str or type(rid) is int) and rid not in answered:
+                answers.append(error_frame(rid, INTERNAL_ERROR, f"acp-proxy: {AUDIT_LOST}"))
+        if answers and not (source is Peer.CLIENT and self._client_gone):
+            await self._send_routed({source: answers})
 
     async def _store_calls(self, calls: list[StoreCall]) -> None:
         """Carries out the core's budget store calls (docs/design.md "Budgets shared through
@@ -315,14 +398,23 @@ class Relay:
             await self._channels[peer][0].send(frames)
         self._timer.poke()
 
-    async def _apply_from_thread(self, routed: tuple[dict[Peer, list[bytes]], list[Audit]]) -> None:
+    async def _apply_from_thread(
+        self,
+        routed: tuple[dict[Peer, list[bytes]], list[Audit]],
+        origin: tuple[Peer, list[Incoming]],
+    ) -> None:
         """Writes the records ``AUDIT_SLICE`` at a time (other tasks run between), then sends."""
         batch, records = routed
+        source, incoming = origin
         if self.audit is not None:
             for start in range(0, len(records), AUDIT_SLICE):
                 for record in records[start : start + AUDIT_SLICE]:
                     self.audit.write(record)
                 await trio.lowlevel.checkpoint()
+        f = self._audit_file
+        if self._audit_failed is not None or (f is not None and f.failure is not None):
+            await self._fail_closed(source, incoming)
+            return
         await self._send_routed(batch)
         if self._calls:
             calls, self._calls = self._calls, []
@@ -389,6 +481,7 @@ class Relay:
 
     async def _read_client(self) -> None:
         await self._pump(Peer.CLIENT)
+        self._client_eof.set()
         await self._on_client_gone("client closed its stream", stdin_eof=True)
 
     async def _on_client_gone(self, detail: str, *, stdin_eof: bool = False) -> None:
@@ -437,6 +530,9 @@ class Relay:
 
     async def _feed(self, source: Peer, batch: list[Incoming]) -> None:
         """Hands ``batch`` to the core: in a worker thread when an item is large."""
+        if self._audit_failed is not None:
+            await self._refuse_all(source, batch)
+            return
         for item in batch:
             if type(item) is bytes:
                 size = len(item)
@@ -445,11 +541,12 @@ class Relay:
             else:
                 continue
             if size >= THREAD_THRESHOLD_BYTES:
-                await self._apply_from_thread(await self._handle_in_thread(source, batch))
+                routed = await self._handle_in_thread(source, batch)
+                await self._apply_from_thread(routed, (source, batch))
                 break
         else:
             await self._core_ready()
-            await self._apply(self._handle(source, batch, self._now()))
+            await self._apply(self._handle(source, batch, self._now()), source, batch)
         if source is Peer.AGENT:
             self._drained.set()  # wakes a client-EOF drain waiting for answers
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from typing import IO, Any
 
 import msgspec
 
+from acp_proxy.config.files import open_regular
 from acp_proxy.core.trace import Record, header
 from acp_proxy.shell.timefmt import iso_utc
 
@@ -70,9 +70,11 @@ class TraceWriter:
         """A new trace at ``path`` (truncated; readable by its owner only).
 
         Raises:
+            UsageError: ``path`` is a symbolic link, FIFO, device or directory
+                (never followed nor truncated).
             OSError: the file cannot be opened.
         """
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_regular(path, "trace file", truncate=True)
         return cls(open(fd, "wb"), include_content, context)
 
     def _line(self, record: Record) -> None:

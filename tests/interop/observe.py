@@ -167,5 +167,11 @@ SUBAGENTS = {
 
 
 def read_audit(path: Path) -> list[dict[str, Any]]:
-    """The proxy's audit records."""
-    return read_jsonl(path)
+    """The proxy's audit records, without the chain's ``run_started`` / ``run_closed`` and
+    without the asks forwarded to the client and its answers (records of what passed)."""
+    return [
+        r
+        for r in read_jsonl(path)
+        if r.get("event") not in ("run_started", "run_closed", "permission_answered")
+        and not (r.get("event") == "permission_decided" and r.get("action") == "ask")
+    ]

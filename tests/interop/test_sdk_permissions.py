@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 
-from .observe import HERE, read_audit, run_client
+from .observe import HERE, read_jsonl, run_client
 
 pytestmark = pytest.mark.interop
 TIMEOUT = 60
@@ -100,7 +100,7 @@ async def test_python_v1_agent_asks_through_the_proxy(
     assert refused["code"] == -32600
     assert "writes-in-workspace-only" in refused["message"]
 
-    records = read_audit(tmp_path / "audit.jsonl")
+    records = read_jsonl(tmp_path / "audit.jsonl")
     decided = [(r["event"], r.get("rule"), r.get("method")) for r in records if "rule" in r]
     assert decided == [
         ("permission_decided", "no-network-tools", "session/request_permission"),
@@ -124,9 +124,9 @@ async def test_ts_v2_agent_asks_through_the_proxy(tmp_path: Path, ts_sdk_dir: Pa
     assert proxied["methods"] == ["session/request_permission", "session/update"]
     outcomes = _asks(_outcomes(proxied["stderr"]))
     assert outcomes == {"fetch": SELECTED_NO, "read": SELECTED_YES, "edit": SELECTED_YES}
-    rules = [
-        r.get("rule")
-        for r in read_audit(tmp_path / "audit.jsonl")
-        if r["event"] == "permission_decided"
-    ]
-    assert rules == ["no-network-tools", "reads-allowed"]
+    audit = read_jsonl(tmp_path / "audit.jsonl")
+    decided = [(r.get("rule"), r["action"]) for r in audit if r["event"] == "permission_decided"]
+    # the edit no rule decides is on the record too: asked, and the client's answer
+    assert decided == [("no-network-tools", "deny"), ("reads-allowed", "allow"), (None, "ask")]
+    answered = [r for r in audit if r["event"] == "permission_answered"]
+    assert [(r["outcome"], r["optionId"]) for r in answered] == [("selected", "yes")]

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -309,10 +310,13 @@ LOADED = (
 
 @pytest.mark.parametrize(
     ("args", "loaded"),
-    [([], False), (["--trace", "/dev/null", "--log-level", "info"], False), (["--otel"], True)],
+    [([], False), (["--trace", "TRACE", "--log-level", "info"], False), (["--otel"], True)],
 )
-def test_the_otel_modules_are_imported_only_when_on(args: list[str], loaded: bool) -> None:
+def test_the_otel_modules_are_imported_only_when_on(
+    args: list[str], loaded: bool, tmp_path: Path
+) -> None:
     """A proxy without --otel (even tracing, at info) never imports OpenTelemetry."""
+    args = [str(tmp_path / "trace.jsonl") if a == "TRACE" else a for a in args]
     env = {"PATH": "/usr/bin:/bin", "OTEL_SDK_DISABLED": "true"}
     out = subprocess.run(
         [sys.executable, "-c", LOADED, *args],

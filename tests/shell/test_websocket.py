@@ -400,3 +400,27 @@ async def test_the_listen_port_answers_with_standard_reason_phrases() -> None:
             assert await _status_line(url, probe) == b"HTTP/1.1 200 OK"
             accepted = b"GET /acp HTTP/1.1\r\n" + head + upgrade
             assert await _status_line(url, accepted) == b"HTTP/1.1 101 Switching Protocols"
+
+
+async def test_listen_fails_closed_when_a_required_audit_record_is_lost(tmp_path: Path) -> None:
+    """--listen with audit.required: the log removed, the next audited message (an invalid
+    request the proxy would answer) is answered with the audit error instead, and so is
+    every later request: nothing more reaches the agent."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog.open(str(path), {"run": "r1"}, required=True)
+    with trio.fail_after(TIMEOUT):
+        async with listening(make_config(), audit=log) as url, connect(url) as ws:
+            client = AcpClient(ws)
+            await client.start_session()
+            path.unlink()
+            await client.send({"jsonrpc": "2.0", "id": 5, "method": 123})  # audited: invalid
+            refused = await client.receive()
+            assert refused["id"] == 5
+            assert "audit log could not be written" in refused["error"]["message"]
+            await client.send({"jsonrpc": "2.0", "id": 6, "method": "session/list", "params": {}})
+            later = await client.receive()
+            assert later["id"] == 6
+            assert "audit log could not be written" in later["error"]["message"]
+    assert log.failure is not None
+    assert "removed" in log.failure
+    log.close()

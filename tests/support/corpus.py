@@ -7,7 +7,9 @@ the exact bytes of one message without its newline (``tools/record_corpus.py``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from acp_proxy.config import Config
 from acp_proxy.config.io import load_config
@@ -29,6 +31,15 @@ Transcript = list[tuple[str, bytes]]
 BENIGN_EVENTS = frozenset(
     {"child_announced", "child_updated", "connection_opened", "connection_closed", "peer_closed"}
 )
+
+
+def is_benign(event: str, fields: Mapping[str, Any]) -> bool:
+    """True for a record of what passed: a :data:`BENIGN_EVENTS` event, an ask forwarded
+    to the client (``permission_decided`` with ``action: "ask"``) or the client's answer
+    to one (``permission_answered``): every decision is on the record (issue 25)."""
+    if event in BENIGN_EVENTS or event == "permission_answered":
+        return True
+    return event == "permission_decided" and fields.get("action") == "ask"
 
 
 def transcript(agent: str) -> Transcript:

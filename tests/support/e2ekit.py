@@ -281,10 +281,16 @@ def process_running(pid: int) -> bool:
 
 
 def read_audit(path: Path) -> list[dict[str, Any]]:
-    """The audit log's records (one JSON object per line)."""
+    """The audit log's records (one JSON object per line), without the chain's
+    ``run_started`` / ``run_closed`` records."""
     if not path.exists():
         return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [r for r in records if r.get("event") not in RUN_RECORDS]
+
+
+#: the records that frame a run in the audit log's chain
+RUN_RECORDS = frozenset({"run_started", "run_closed"})
 
 
 def write_config(path: Path, text: str) -> Path:

@@ -1,6 +1,6 @@
 """A small OTLP/HTTP receiver for the tests: the benchmark's local collector
 (:func:`benchmarks.otlp_sink.otlp_sink`), decoding each ``ExportTraceServiceRequest``
-posted to ``/v1/traces``."""
+posted to ``/v1/traces`` and each ``ExportLogsServiceRequest`` posted to ``/v1/logs``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from benchmarks.otlp_sink import otlp_sink
@@ -22,6 +23,7 @@ class Receiver:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.traces: list[ExportTraceServiceRequest] = []
+        self.logs: list[ExportLogsServiceRequest] = []
         self.paths: list[str] = []
         self.url = ""
 
@@ -32,6 +34,21 @@ class Receiver:
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
                 self.traces.append(request)
+            elif path == "/v1/logs":
+                logs = ExportLogsServiceRequest()
+                logs.ParseFromString(body)
+                self.logs.append(logs)
+
+    def log_records(self) -> list[Any]:
+        """Every log record received, in order."""
+        with self.lock:
+            return [
+                record
+                for request in self.logs
+                for rl in request.resource_logs
+                for sl in rl.scope_logs
+                for record in sl.log_records
+            ]
 
     def spans(self) -> list[Any]:
         """Every span received, as ``(resource, span)``."""

@@ -105,6 +105,9 @@ class PermissionGate:
         self.workspace_bytes = 0
         self.answered: dict[Any, str] = {}
         self.expired: dict[Any, str] = {}
+        # agent request id -> (method, session, rule) forwarded for the client to
+        # decide: its answer is audited (permission_answered); oldest first
+        self.asked: dict[Any, tuple[str, Any, str | None]] = {}
         self._timers: dict[Any, tuple[float, str]] = {}  # id -> (deadline, rule)
         self._heap: list[tuple[float, int, Any]] = []  # (deadline, seq, id); lazy deletion
         self._seq = 0
@@ -274,6 +277,11 @@ class PermissionGate:
         if observed:
             return False
         if decision.disposition == "forward":
+            if decision.action == "ask":
+                asked = self.asked
+                asked[rid] = (method, sid, decision.rule)
+                while len(asked) > self._max_remembered:
+                    del asked[next(iter(asked))]
             timeout = decision.ask_timeout_seconds
             if timeout is not None and decision.rule is not None:
                 self._start_timer(rid, now + timeout, decision.rule)
@@ -425,6 +433,7 @@ class PermissionGate:
                 continue  # the client is gone: already answered
             rule = entry[1]
             self.expired[rid] = rule
+            self.asked.pop(rid, None)
             self.ledger.audit(
                 out,
                 AuditEvent.PERMISSION_DECIDED,
@@ -452,6 +461,9 @@ class PermissionGate:
         self._timers.pop(rid, None)
         rule = self.expired.pop(rid, None)
         if rule is None:
+            asked = self.asked.pop(rid, None)
+            if asked is not None and rid in self.inflight.pending[_AGENT]:
+                self._answered_by_client(m, asked, out)
             return False
         self.inflight.pop(_AGENT, rid)
         self.ledger.drop(
@@ -463,13 +475,40 @@ class PermissionGate:
         )
         return True
 
+    def _answered_by_client(
+        self, m: Message, asked: tuple[str, Any, str | None], out: list[Action]
+    ) -> None:
+        """Audits the client's answer to a request the proxy left to it (``permission_answered``:
+        the option chosen, ``cancelled``, or the error code)."""
+        method, sid, rule = asked
+        body = m.body if type(m.body) is dict else {}
+        fields: dict[str, Any] = {"sessionId": sid, "method": method, "id": m.id, "rule": rule}
+        error = body.get("error")
+        if "error" in body:
+            fields["outcome"] = "error"
+            code = error.get("code") if type(error) is dict else None
+            fields["errorCode"] = code if type(code) is int else None
+        else:
+            result = body.get("result")
+            outcome = result.get("outcome") if type(result) is dict else None
+            if type(outcome) is dict:  # session/request_permission: the option chosen
+                fields["outcome"] = outcome.get("outcome")
+                fields["optionId"] = outcome.get("optionId")
+            elif type(result) is dict and "action" in result:  # elicitation/create
+                fields["outcome"] = result.get("action")
+            else:
+                fields["outcome"] = "result"
+        self.ledger.audit(out, AuditEvent.PERMISSION_ANSWERED, _CLIENT, **fields)
+
     @property
     def watching(self) -> bool:
-        """True while a client response may concern the gate (timers or timed-out requests)."""
-        return bool(self._timers) or bool(self.expired)
+        """True while a client response may concern the gate (timers, timed-out requests,
+        requests left to the client whose answer is audited)."""
+        return bool(self._timers) or bool(self.expired) or bool(self.asked)
 
     def client_gone(self) -> None:
         """The client left: its requests in flight are answered by the caller; timers stop."""
+        self.asked.clear()
         self._timers.clear()
         self._heap.clear()
 

@@ -310,12 +310,11 @@ class Decision:
 
     @property
     def audit_event(self) -> AuditEvent | None:
-        """``request_refused`` for a refusal, ``permission_decided`` when a rule
-        matched, ``None`` when none did (nothing to record)."""
+        """``request_refused`` for a refusal, ``permission_decided`` otherwise: a
+        rule's decision, and also a request no rule decided (``action: "ask"``,
+        forwarded for the client to decide): every decision is on the record."""
         if self.error_code is not None:
             return AuditEvent.REQUEST_REFUSED
-        if self.rule is None and not self.forced:
-            return None
         return AuditEvent.PERMISSION_DECIDED
 
     def audit_fields(

@@ -28,6 +28,7 @@ from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.relay import AUDIT_LOST
 from acp_proxy.shell.routing import AuditSink, CoreTimer, coalesce, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport
 from acp_proxy.shell.transport.stdio import open_stdio_transport
@@ -65,6 +66,7 @@ class ChainRelay:
         self._read_scope = trio.CancelScope()
         self._flushed = trio.Event()
         self._detail = "conductor closed the connection"
+        self._audit_failed = False
 
     async def run(self) -> None:
         """Relays until the conductor's stream has ended and the answers are flushed."""
@@ -92,8 +94,22 @@ class ChainRelay:
             await self._apply(actions)
 
     async def _apply(self, actions: list[Action]) -> None:
-        """Carries out adapter actions in order: sends are queued as one batch."""
-        for frames in route_actions(actions, self.audit).values():
+        """Carries out adapter actions in order: sends are queued as one batch.
+
+        After an audit record was lost with ``audit.required``, nothing more is
+        sent: the requests in flight are answered with the audit error and the
+        reading stops (the proxy then exits with status 1).
+        """
+        if self._audit_failed:
+            return
+        routed = route_actions(actions, self.audit)
+        chained = getattr(self.audit, "chained", None)
+        if chained is not None and chained.failure is not None:
+            self._audit_failed = True
+            closed = self.adapter.conductor_closed(trio.current_time(), AUDIT_LOST)
+            routed = route_actions(closed, None)
+            self._read_scope.cancel()
+        for frames in routed.values():
             await self._tx.send(frames)  # every send goes to the conductor
         self._timer.poke()
 

@@ -932,3 +932,62 @@ def test_case_and_command_spellings_are_refused() -> None:
     out = core.receive(AGENT, req(2, "terminal/create", term), 0.0)
     assert "no-curl-t" in refused(out, 2)["message"]
     assert_accounting(core)
+
+
+# ------------------------------------------------------------ asks on the record
+
+
+@pytest.mark.parametrize(
+    ("answer", "fields"),
+    [
+        (
+            resp(7, {"outcome": {"outcome": "selected", "optionId": "no"}}),
+            {"outcome": "selected", "optionId": "no"},
+        ),
+        (resp(7, {"outcome": {"outcome": "cancelled"}}), {"outcome": "cancelled"}),
+        (err(7, -32603, "the editor failed"), {"outcome": "error", "errorCode": -32603}),
+    ],
+    ids=["selected", "cancelled", "error"],
+)
+def test_an_ask_no_rule_decides_and_the_clients_answer_are_recorded(
+    answer: bytes, fields: dict[str, Any]
+) -> None:
+    """No rule matches: permission_decided with action "ask" (no rule), forwarded; the
+    client's answer is permission_answered with what it chose, and still forwarded."""
+    core = make_core()
+    start(core)
+    raw = v1_ask(7, "think")
+    out = core.receive(AGENT, raw, 0.0)
+    assert sends(out, CLIENT) == [raw]
+    [decided] = audits(out, "permission_decided")
+    assert (decided.fields["action"], decided.fields.get("rule")) == ("ask", None)
+    out = core.receive(CLIENT, answer, 1.0)
+    assert sends(out, AGENT) == [answer]
+    [answered] = audits(out, "permission_answered")
+    assert answered.direction == "client->agent"
+    assert answered.fields["id"] == 7
+    assert answered.fields["method"] == RP
+    assert {k: answered.fields.get(k) for k in fields} == fields
+    assert_accounting(core)
+
+
+def test_an_answer_after_the_ask_timed_out_is_not_recorded_as_the_clients_choice() -> None:
+    """An ask rule's timeout answered the agent cancelled: the late answer is dropped
+    (unknown_response), never a permission_answered."""
+    core = make_core()
+    start(core)
+    core.receive(AGENT, v1_ask("p", "edit"), 0.0)
+    core.handle_timer(30.0)
+    late = resp("p", {"outcome": {"outcome": "selected", "optionId": "yes"}})
+    out = core.receive(CLIENT, late, 31.0)
+    assert events(out) == ["unknown_response"]
+    assert_accounting(core)
+
+
+def test_a_response_to_no_asked_request_is_not_recorded_as_an_answer() -> None:
+    """A client response for an id the agent never asked: unknown, not an answer."""
+    core = make_core()
+    start(core)
+    core.receive(AGENT, v1_ask(1, "think"), 0.0)
+    out = core.receive(CLIENT, resp(2, {"outcome": {"outcome": "cancelled"}}), 1.0)
+    assert "permission_answered" not in events(out)

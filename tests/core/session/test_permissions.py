@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from acp_proxy.config import Config, ConfigError
 from acp_proxy.config.io import config_from_dict, dump_config, load_config
 from acp_proxy.config.model import PermissionRule
+from acp_proxy.core.actions import AuditEvent
 from acp_proxy.core.session.permissions import (
     UNRESOLVED_REASON,
     Decision,
@@ -279,11 +280,17 @@ def test_first_matching_non_deny_rule_decides() -> None:
 
 
 def test_no_rule_no_method_is_ask() -> None:
-    """No matching rule, a rule for another method, or an ungoverned method: ask, no audit."""
+    """No matching rule, a rule for another method, or an ungoverned method: ask, and the
+    ask is on the record (permission_decided)."""
     p = policy({"action": "deny", "method": "fs/write_text_file", "path": "/**"})
     for method, params in ((RP, v1({"kind": "edit"})), ("elicitation/create", {})):
         d = p.decide(ROOT, method, params)
-        assert (d.action, d.rule, d.disposition, d.audit_event) == ("ask", None, "forward", None)
+        assert (d.action, d.rule, d.disposition, d.audit_event) == (
+            "ask",
+            None,
+            "forward",
+            AuditEvent.PERMISSION_DECIDED,
+        )
     assert p.governs("fs/read_text_file")
     assert not p.governs("elicitation/create")
     assert p.active
@@ -649,9 +656,9 @@ def test_audit_fields_leave_content_out_unless_asked() -> None:
 
 
 def test_decision_defaults() -> None:
-    """A bare Decision forwards and is not audited."""
+    """A bare Decision forwards, and its ask is audited (every decision is on the record)."""
     d = Decision("fs/read_text_file", "ask")
-    assert (d.disposition, d.audit_event) == ("forward", None)
+    assert (d.disposition, d.audit_event) == ("forward", AuditEvent.PERMISSION_DECIDED)
 
 
 # --- config: syntax, validation errors naming the rule ---------------------------
