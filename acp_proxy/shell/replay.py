@@ -192,6 +192,8 @@ def _event(e: Record) -> str:
         str(e["action"]) if e.get("action") else None,
         f"option {e['optionId']}" if e.get("optionId") else None,
     ]
+    if e.get("action") == "ask" and not e.get("rule"):
+        details.append("no rule matched: the client asks the user")
     shown = ", ".join(d for d in details if d)
     return f"{e['event']}: {shown}" if shown else str(e["event"])
 

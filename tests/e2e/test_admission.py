@@ -382,8 +382,8 @@ async def test_the_principal_is_on_trace_records_and_status(tmp_path: Path) -> N
         async with open_proxy([*cmd, *AGENT_CMD]) as proxy:
             err = await proxy.wait_for_stderr("listening on ")
             url = err.split("listening on ")[1].split()[0]
-            await proxy.wait_for_stderr("metrics and status at ")
-            metrics = proxy.stderr_text().split("metrics and status at http://")[1]
+            await proxy.wait_for_stderr("serving metrics on ")
+            metrics = proxy.stderr_text().split("serving metrics on http://")[1]
             port = int(metrics.split("/")[0].rsplit(":", 1)[1])
             async with connect(url, _bearer("tok-e")) as ws:
                 client = AcpClient(ws)

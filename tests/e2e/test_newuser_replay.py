@@ -59,7 +59,8 @@ def test_the_client_answer_to_a_request_now_answered_by_the_proxy_is_folded_in(
     assert len(lines) == 2, lines
     assert re.fullmatch(
         r'#\d+ agent->client request session/request_permission id="perm-edit" '
-        r"session=sess_main: recorded forwarded \(no rule matched: the client asks the user\), "
+        r"session=sess_main: recorded forwarded \(permission_decided: ask, no rule matched: "
+        r"the client asks the user\), "
         r"replayed answered \(permission_decided: rule no-edits, deny, option reject\); so "
         r"the client's answer #\d+ \(recorded forwarded\) is dropped \(unknown_response\)",
         lines[0],

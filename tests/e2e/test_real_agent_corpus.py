@@ -17,12 +17,11 @@ from support.corpus import (
     AGENTS,
     CLIENT_TO_AGENT,
     CORPUS,
-    STRICT_TOML,
     is_benign,
     runs,
     transcript,
 )
-from support.e2ekit import TESTS, open_proxy, proxy_command, read_audit
+from support.e2ekit import TESTS, open_proxy, proxy_command, read_audit, strict_wire_policy
 
 CORPUS_AGENT = TESTS / "support" / "peers" / "corpus_agent.py"
 TIMEOUT = 60
@@ -38,10 +37,8 @@ async def test_corpus_through_the_proxy(agent: str, config_name: str, tmp_path: 
     if config_name == "strict":
         # strict's wire policy; its [sandbox] is off here: the recorded cwds lie outside
         # any workspace of this machine (the sandbox has its own tests: test_sandbox.py)
-        text = STRICT_TOML.read_text(encoding="utf-8")
-        assert text.count("\nenabled = true\n") == 1
         strict = tmp_path / "strict.toml"
-        strict.write_text(text.replace("\nenabled = true\n", "\nenabled = false\n"))
+        strict.write_text(strict_wire_policy())
         args = ["--config", str(strict), *args]
     cmd = [
         *proxy_command(*args),

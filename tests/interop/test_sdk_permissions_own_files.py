@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from support.e2ekit import strict_wire_policy
 
 from .observe import HERE, read_audit, run_client
 from .test_sdk_permissions_hostile import _answers as answers
@@ -24,7 +25,6 @@ from .test_sdk_permissions_hostile import _answers as answers
 pytestmark = pytest.mark.interop
 TIMEOUT = 90
 
-STRICT = HERE.parents[1] / "acp_proxy" / "config" / "strict.toml"
 CLIENT = [sys.executable, str(HERE / "peers" / "py_gov_client.py")]
 PROBES = [
     {
@@ -63,7 +63,7 @@ async def test_the_agent_cannot_rewrite_the_watched_policy_through_the_client(
     (ws / "src" / "main.py").write_text("print()")
     (ws / "notes.txt").symlink_to(home / ".ssh" / "id_ed25519")
     policy = ws / ".acp-proxy.toml"
-    policy.write_text(STRICT.read_text())
+    policy.write_text(strict_wire_policy())  # the probe agent runs unconfined
     before = policy.read_bytes()
     probes = tmp_path / "probes.json"
     probes.write_text(json.dumps(PROBES))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from support.e2ekit import strict_wire_policy
 
 from .observe import HERE, read_audit, run_client
 from .test_sdk_permissions_hostile import _answers as answers
@@ -25,7 +26,6 @@ TIMEOUT = 90
 PROBES = HERE / "probes" / "sdk_reading.json"
 AGENT = [sys.executable, str(HERE.parent / "support" / "peers" / "probe_agent.py"), str(PROBES)]
 CLIENT = [sys.executable, str(HERE / "peers" / "py_gov_client.py")]
-STRICT = HERE.parents[1] / "acp_proxy" / "config" / "strict.toml"
 
 
 async def test_sdk_reading_of_governed_fields_never_reaches_the_handler(
@@ -36,7 +36,9 @@ async def test_sdk_reading_of_governed_fields_never_reaches_the_handler(
     workspace.mkdir()
     monkeypatch.chdir(workspace)
     audit = tmp_path / "audit.jsonl"
-    proxy = [sys.executable, "-m", "acp_proxy", "--config", str(STRICT)]
+    strict = tmp_path / "strict.toml"  # strict's wire policy; the probe agent runs unconfined
+    strict.write_text(strict_wire_policy())
+    proxy = [sys.executable, "-m", "acp_proxy", "--config", str(strict)]
     proxy += ["--audit-log", str(audit), "--"]
     with trio.fail_after(TIMEOUT):
         direct = await run_client(CLIENT, AGENT)

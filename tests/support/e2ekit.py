@@ -62,6 +62,17 @@ def update(session_id: str, **fields: Any) -> bytes:
     return notif("session/update", {"sessionId": session_id, "update": fields})
 
 
+def strict_wire_policy() -> str:
+    """The text of ``config strict`` with its ``[sandbox]`` off: for tests of the wire
+    policy whose agents are not run confined (the sandbox has its own tests,
+    ``tests/e2e/test_sandbox.py``)."""
+    text = (TESTS.parent / "acp_proxy" / "config" / "strict.toml").read_text(encoding="utf-8")
+    head, sep, tail = text.partition("\n[sandbox]\n")
+    assert sep, "strict.toml has no [sandbox] table"
+    assert "\nenabled = true\n" in tail, "strict.toml's [sandbox] is not enabled"
+    return head + sep + tail.replace("\nenabled = true\n", "\nenabled = false\n", 1)
+
+
 def proxy_command(*proxy_args: str) -> list[str]:
     """The proxy's argv up to and including ``--``."""
     return [sys.executable, "-m", "acp_proxy", *proxy_args, "--"]
