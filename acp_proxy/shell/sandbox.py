@@ -16,6 +16,14 @@ exits with the command's status; a command killed by signal N gives
 to srt's process group: srt and bubblewrap end and the kernel kills every
 process of the sandbox's pid namespace, so nothing the agent started (a
 double-forked daemon included) outlives it.
+
+The proxy SIGKILLed: srt starts bubblewrap through ``/bin/sh -c``, and that
+shell, re-parented to init when srt dies, would keep bubblewrap's
+``--die-with-parent`` from ever firing. So on Linux the engine itself runs as
+init of a new pid namespace (util-linux ``unshare --pid --fork
+--kill-child=SIGKILL``, :data:`PID_NAMESPACE`): ``unshare`` dies with the
+proxy (``PR_SET_PDEATHSIG``), srt with ``unshare``, and when srt, the
+namespace's init, dies the kernel kills every process in it.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,12 +52,22 @@ from acp_proxy.config.sandbox_settings import (
 )
 from acp_proxy.shell.transport.process import SandboxedCommand
 
-__all__ = ["PROBE_TIMEOUT_SECONDS", "Sandbox", "SandboxUnavailable", "prepare_sandbox"]
+__all__ = [
+    "PID_NAMESPACE",
+    "PROBE_TIMEOUT_SECONDS",
+    "Sandbox",
+    "SandboxUnavailable",
+    "prepare_sandbox",
+]
 
 log = logging.getLogger("acp_proxy")
 
 #: longest wait for ``srt --version`` and for the start-up probe
 PROBE_TIMEOUT_SECONDS = 60.0
+
+#: util-linux ``unshare`` arguments (after its path) that run the engine as init of a new
+#: pid namespace killed with ``unshare``; a user other than root also needs a user namespace
+PID_NAMESPACE = ("--pid", "--fork", "--kill-child=SIGKILL")
 
 
 class SandboxUnavailable(Exception):
@@ -75,6 +94,8 @@ class Sandbox:
         digest: ``sha256:<hex>`` of the settings file.
         settings: the settings themselves (for ``check-config``).
         workspace: the absolute workspace roots.
+        launcher: what runs before the engine (``unshare`` and :data:`PID_NAMESPACE`
+            on Linux; empty elsewhere).
     """
 
     engine: str
@@ -83,11 +104,12 @@ class Sandbox:
     digest: str
     settings: dict[str, Any]
     workspace: list[str]
+    launcher: tuple[str, ...] = ()
 
     def wrap(self, command: Sequence[str]) -> SandboxedCommand:
         """The argv that runs ``command`` inside the sandbox (it remembers ``command``,
         so that stop signals reach the agent itself)."""
-        argv = [self.engine, "--settings", self.settings_path, "--", *command]
+        argv = [*self.launcher, self.engine, "--settings", self.settings_path, "--", *command]
         return SandboxedCommand(argv, command)
 
     def record(self) -> dict[str, object]:
@@ -163,6 +185,25 @@ def _check_engine_out_of_reach(config: Config, engine: str) -> None:
                 )
 
 
+def _launcher() -> tuple[str, ...]:
+    """``unshare`` and :data:`PID_NAMESPACE` (plus a user namespace keeping the uid, for a
+    user other than root) on Linux; nothing elsewhere.
+
+    Raises:
+        SandboxUnavailable: Linux without util-linux ``unshare``.
+    """
+    if sys.platform != "linux":
+        return ()
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise SandboxUnavailable(
+            "util-linux unshare is not found on PATH: install util-linux, which keeps "
+            "the sandbox from outliving the proxy"
+        )
+    user = ("--user", "--map-current-user") if os.geteuid() != 0 else ()
+    return (unshare, *user, *PID_NAMESPACE)
+
+
 def _write_settings(
     config: Config, *, config_file: str | None, log_file: str | None, create_missing: bool
 ) -> tuple[dict[str, Any], bytes, str]:
@@ -228,13 +269,17 @@ def prepare_sandbox(
         )
     engine = os.path.abspath(engine)
     _check_engine_out_of_reach(config, engine)
+    launcher = _launcher()
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
         version_job = pool.submit(_run, [engine, "--version"], f"{engine} --version")
         settings, data, settings_path = _write_settings(
             config, config_file=config_file, log_file=log_file, create_missing=create_missing
         )
         try:
-            probe = _run([engine, "--settings", settings_path, "--", "true"], "the sandbox probe")
+            probe = _run(
+                [*launcher, engine, "--settings", settings_path, "--", "true"],
+                "the sandbox probe",
+            )
             done = version_job.result()
             if done.returncode != 0:
                 raise SandboxUnavailable(
@@ -266,4 +311,5 @@ def prepare_sandbox(
         settings_digest(data),
         settings,
         workspace_roots(sandbox, cwd=cwd, home=home),
+        launcher,
     )

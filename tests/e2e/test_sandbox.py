@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -312,24 +313,36 @@ time.sleep(60)
 """
 
 
-def test_sigterm_reaches_the_sandboxed_agent_and_nothing_outlives_it(tmp_path: Path) -> None:
-    """SIGTERM to the proxy reaches the agent inside the sandbox (its handler runs, its
-    status is the proxy's); its double-forked daemon dies with the sandbox."""
+def _start_sandboxed(
+    tmp_path: Path, agent: str, *args: str
+) -> tuple[subprocess.Popen[bytes], bytes]:
+    """Starts the proxy, sandboxed, with ``python -c agent *args``; returns it and its
+    stderr up to the agent's ``ready`` line."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
-    marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
     argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
-    argv += [sys.executable, "-c", TERM_AGENT, marker]
+    argv += [sys.executable, "-c", agent, *args]
     proxy = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
     )
+    assert proxy.stderr is not None
+    seen = b""
+    while b"ready\n" not in seen:
+        line = proxy.stderr.readline()
+        if not line:
+            proxy.kill()
+            proxy.communicate()
+        assert line, f"the proxy ended early: {seen.decode(errors='replace')}"
+        seen += line
+    return proxy, seen
+
+
+def test_sigterm_reaches_the_sandboxed_agent_and_nothing_outlives_it(tmp_path: Path) -> None:
+    """SIGTERM to the proxy reaches the agent inside the sandbox (its handler runs, its
+    status is the proxy's); its double-forked daemon dies with the sandbox."""
+    marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
+    proxy, seen = _start_sandboxed(tmp_path, TERM_AGENT, marker)
     try:
-        assert proxy.stderr is not None
-        seen = b""
-        while b"ready\n" not in seen:
-            line = proxy.stderr.readline()
-            assert line, f"the proxy ended early: {seen.decode(errors='replace')}"
-            seen += line
         assert _daemons(marker)  # the daemon runs (inside the sandbox)
         proxy.send_signal(15)
         _, rest = proxy.communicate(timeout=TIMEOUT)
@@ -402,3 +415,47 @@ def test_an_engine_the_agent_could_rewrite_is_refused(tmp_path: Path) -> None:
         f"{tmp_path}, which the agent may write: install it outside the workspace and "
         "writable paths\n"
     )
+
+
+DEAF_AGENT = """
+import os, signal, sys, time
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, signal.SIG_IGN)
+os.close(0)
+sys.stderr.write("ready\\n")
+sys.stderr.flush()
+while True:
+    with open(sys.argv[2], "a") as f:
+        f.write("still here\\n")
+    time.sleep(0.05)
+"""
+
+
+def test_a_sigkilled_proxy_takes_the_whole_sandbox_with_it(tmp_path: Path) -> None:
+    """kill -9 of the proxy: an agent that ignores TERM, HUP and INT and closes its stdin
+    does not outlive it (the engine runs as init of a pid namespace that dies with the
+    proxy), so no agent runs on without the proxy and its audit."""
+    marker = f"acp-proxy-test-deaf-{os.getpid()}-{time.monotonic_ns()}"
+    proxy, _ = _start_sandboxed(tmp_path, DEAF_AGENT, marker, str(tmp_path / "log.txt"))
+    try:
+        agents = _daemons(marker)
+        assert agents  # the agent runs (inside the sandbox)
+        pidfds = [os.pidfd_open(pid) for pid in agents]
+        proxy.kill()
+        proxy.wait(timeout=TIMEOUT)
+        try:
+            for fd in pidfds:  # readable once the process has exited (a bounded wait)
+                ready, _, _ = select.select([fd], [], [], 20)
+                assert ready, "the sandboxed agent outlived the SIGKILLed proxy"
+        finally:
+            for fd in pidfds:
+                os.close(fd)
+        assert _daemons(marker) == []
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+        for pid in _daemons(marker):
+            os.kill(pid, 9)
+        for pipe in (proxy.stdin, proxy.stdout, proxy.stderr):
+            if pipe is not None:
+                pipe.close()
