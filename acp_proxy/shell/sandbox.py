@@ -34,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -94,8 +95,9 @@ class Sandbox:
         digest: ``sha256:<hex>`` of the settings file.
         settings: the settings themselves (for ``check-config``).
         workspace: the absolute workspace roots.
-        launcher: what runs before the engine (``unshare`` and :data:`PID_NAMESPACE`
-            on Linux; empty elsewhere).
+        launcher: the argv that runs the engine: ``unshare`` and :data:`PID_NAMESPACE`
+            on Linux, then the engine's interpreter resolved at start-up (if it is a
+            script) and the engine's real path.
     """
 
     engine: str
@@ -104,12 +106,12 @@ class Sandbox:
     digest: str
     settings: dict[str, Any]
     workspace: list[str]
-    launcher: tuple[str, ...] = ()
+    launcher: tuple[str, ...]
 
     def wrap(self, command: Sequence[str]) -> SandboxedCommand:
         """The argv that runs ``command`` inside the sandbox (it remembers ``command``,
         so that stop signals reach the agent itself)."""
-        argv = [*self.launcher, self.engine, "--settings", self.settings_path, "--", *command]
+        argv = [*self.launcher, "--settings", self.settings_path, "--", *command]
         return SandboxedCommand(argv, command)
 
     def record(self) -> dict[str, object]:
@@ -159,30 +161,89 @@ def _touch(path: str) -> None:
     os.close(fd)
 
 
-def _check_engine_out_of_reach(config: Config, engine: str) -> None:
-    """Refuses an engine the agent could rewrite: one inside a writable path would run,
-    changed, unconfined at the next start (srt's README: install it outside them).
-
-    Raises:
-        SandboxUnavailable: the engine's real file lies in a workspace or writable path.
-    """
-    real = os.path.realpath(engine)
-    # the package around the executable (node_modules/<scope>/<name>/dist/cli.js)
-    package = os.path.dirname(os.path.dirname(real))
+def _writable_roots(config: Config) -> list[str]:
+    """The real paths the agent may write: workspace roots and ``[sandbox] writable``."""
     cwd, home = os.getcwd(), os.path.expanduser("~")
     roots = workspace_roots(config.sandbox, cwd=cwd, home=home)
     writable = [
         *roots,
         *(os.path.join(cwd, os.path.expanduser(p)) for p in config.sandbox.writable),
     ]
-    for root in writable:
-        root = os.path.realpath(root)
-        for path in (real, package):
-            if path == root or path.startswith(root.rstrip("/") + "/"):
-                raise SandboxUnavailable(
-                    f"the sandbox engine {real} lies inside {root}, which the agent may "
-                    "write: install it outside the workspace and writable paths"
-                )
+    return [os.path.realpath(root) for root in writable]
+
+
+def _inside(path: str, roots: Sequence[str]) -> str | None:
+    """The first of ``roots`` that ``path`` is or lies inside, or ``None``."""
+    for root in roots:
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return root
+    return None
+
+
+def _engine_argv(engine: str) -> list[str]:
+    """The argv that runs the engine without a ``#!`` lookup at run time: an interpreter
+    script (srt's ``#!/usr/bin/env node``) is run by its interpreter resolved now,
+    through ``PATH`` as ``env`` would; anything else is run itself.
+
+    Raises:
+        SandboxUnavailable: the interpreter is not found.
+    """
+    real = os.path.realpath(engine)
+    try:
+        with open(real, "rb") as f:
+            first = f.readline(512)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"the sandbox engine {real} cannot be read: {exc.strerror}"
+        ) from None
+    if not first.startswith(b"#!"):
+        return [real]
+    words = first[2:].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")][:1]
+    found = shutil.which(words[0]) if words else None
+    if found is None:
+        raise SandboxUnavailable(
+            f"the interpreter of the sandbox engine {real} ({first[2:].decode().strip()}) "
+            "is not found: install it or put it on PATH"
+        )
+    return [os.path.realpath(found), *words[1:], real]
+
+
+def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
+    """Refuses code the agent could rewrite that runs unconfined at the next start: the
+    proxy's own Python and packages, the engine, its package and its interpreter, and
+    the tools the engine runs (srt's README: install it outside writable paths).
+
+    Raises:
+        SandboxUnavailable: one of them lies in a workspace or writable path.
+    """
+    roots = _writable_roots(config)
+    here = os.path.dirname(os.path.realpath(__file__))
+    ours = [
+        ("the proxy's Python", os.path.realpath(sys.executable)),
+        ("the proxy's own code", os.path.dirname(here)),
+        ("the proxy's Python packages", os.path.realpath(sysconfig.get_paths()["purelib"])),
+    ]
+    script = engine_argv[-1]
+    # the package around the executable (node_modules/<scope>/<name>/dist/cli.js)
+    package = os.path.dirname(os.path.dirname(script))
+    engine = [("the sandbox engine", script), ("the sandbox engine", package)]
+    if len(engine_argv) > 1:
+        engine.append(("the sandbox engine's interpreter", engine_argv[0]))
+    tools = [
+        (f"{tool}, which the sandbox engine runs,", os.path.realpath(found))
+        for tool in ("bwrap", "socat", "rg")
+        if (found := shutil.which(tool)) is not None
+    ]
+    for what, path in [*ours, *engine, *tools]:
+        root = _inside(path, roots)
+        if root is not None:
+            shown = script if what == "the sandbox engine" else path
+            raise SandboxUnavailable(
+                f"{what} {shown} lies inside {root}, which the agent may "
+                "write: install it outside the workspace and writable paths"
+            )
 
 
 def _launcher() -> tuple[str, ...]:
@@ -268,16 +329,17 @@ def prepare_sandbox(
             "or set [sandbox] engine_command"
         )
     engine = os.path.abspath(engine)
-    _check_engine_out_of_reach(config, engine)
-    launcher = _launcher()
+    argv = _engine_argv(engine)
+    _check_out_of_reach(config, argv)
+    launcher = (*_launcher(), *argv)
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
-        version_job = pool.submit(_run, [engine, "--version"], f"{engine} --version")
+        version_job = pool.submit(_run, [*argv, "--version"], f"{engine} --version")
         settings, data, settings_path = _write_settings(
             config, config_file=config_file, log_file=log_file, create_missing=create_missing
         )
         try:
             probe = _run(
-                [*launcher, engine, "--settings", settings_path, "--", "true"],
+                [*launcher, "--settings", settings_path, "--", "true"],
                 "the sandbox probe",
             )
             done = version_job.result()

@@ -459,3 +459,55 @@ def test_a_sigkilled_proxy_takes_the_whole_sandbox_with_it(tmp_path: Path) -> No
         for pipe in (proxy.stdin, proxy.stdout, proxy.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def _check_config(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> Any:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=TIMEOUT,
+    )
+
+
+def test_an_engine_interpreter_the_agent_could_rewrite_is_refused(tmp_path: Path) -> None:
+    """srt is ``#!/usr/bin/env node``: a ``node`` found on PATH inside the workspace (the
+    agent could replace it) would run unconfined at the next start: refused, named."""
+    nodebin = tmp_path / "nodebin"
+    nodebin.mkdir()
+    node = nodebin / "node"
+    real_node = subprocess.run(
+        ["sh", "-c", "command -v node"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    node.write_text(f'#!/bin/sh\nexec {real_node} "$@"\n')
+    node.chmod(0o755)
+    env = {**os.environ, "PATH": f"{nodebin}:{os.environ['PATH']}"}
+    check = _check_config(
+        tmp_path, f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n', env
+    )
+    assert check.returncode == 2, check.stdout
+    assert check.stderr == (
+        f"acp-proxy: the sandbox cannot start: the sandbox engine's interpreter {node} lies "
+        f"inside {tmp_path}, which the agent may write: install it outside the workspace "
+        "and writable paths\n"
+    )
+
+
+def test_the_proxy_inside_a_writable_root_is_refused(tmp_path: Path) -> None:
+    """The proxy's own code inside the workspace would run, changed by the agent,
+    unconfined at the next start: refused, named."""
+    repo = Path(__file__).resolve().parents[2]
+    check = _check_config(
+        tmp_path,
+        f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\nworkspace = ["{repo}"]\n',
+    )
+    assert check.returncode == 2, check.stdout
+    assert check.stderr == (
+        f"acp-proxy: the sandbox cannot start: the proxy's own code {repo / 'acp_proxy'} "
+        f"lies inside {repo}, which the agent may write: install it outside the "
+        "workspace and writable paths\n"
+    )
