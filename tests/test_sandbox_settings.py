@@ -35,8 +35,14 @@ def test_default_settings_deny_credentials_allow_the_workspace_and_no_network() 
     assert fs["allowRead"] == []
     assert fs["allowWrite"][0] == CWD
     assert "/home/u/.claude" in fs["allowWrite"]
-    assert "/home/u/.cache" in fs["allowWrite"]
-    assert fs["denyWrite"] == []
+    for cache in ("/home/u/.cache", "/home/u/.npm", "/home/u/.local/state"):
+        assert cache not in fs["allowWrite"]  # what is planted there runs unconfined later
+    assert fs["denyWrite"] == [  # the agents' executable configuration stays read-only
+        "/home/u/.claude/settings.json",
+        "/home/u/.claude/hooks",
+        "/home/u/.codex/config.toml",
+        "/home/u/.gemini/settings.json",
+    ]
 
 
 def test_the_proxy_files_are_neither_readable_nor_writable() -> None:
@@ -59,7 +65,7 @@ def test_the_proxy_files_are_neither_readable_nor_writable() -> None:
         "/home/u/token",
     ]
     s = srt_settings(cfg.sandbox, cwd=CWD, home=HOME, protected=protected)
-    assert s["filesystem"]["denyWrite"] == protected
+    assert s["filesystem"]["denyWrite"][: len(protected)] == protected
     assert s["filesystem"]["denyRead"][-len(protected) :] == protected
     assert protected_files(Config(), cwd=CWD, home=HOME) == []
 

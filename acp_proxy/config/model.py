@@ -800,15 +800,16 @@ class PolicyConfig:
 
 
 #: ``[sandbox] writable`` default: the state directories of the common agents
-#: (Claude Code, Codex, Gemini CLI, npm/uv caches), outside which they fail to start.
+#: (Claude Code, Codex, Gemini CLI), outside which they fail to start. Not the user's
+#: caches (``~/.cache``, ``~/.npm``, ``~/.local/state``): what the agent planted there
+#: (an ``npx`` package, a pip wheel) would run unconfined later; the agent gets a
+#: private cache instead. A writable agent directory still lets the agent change what
+#: that agent runs next time (README, threat model).
 DEFAULT_SANDBOX_WRITABLE: tuple[str, ...] = (
     "~/.claude",
     "~/.claude.json",
     "~/.codex",
     "~/.gemini",
-    "~/.cache",
-    "~/.npm",
-    "~/.local/state",
 )
 
 _DOMAIN = re.compile(

@@ -45,6 +45,8 @@ import attrs
 from acp_proxy.config import Config
 from acp_proxy.config.sandbox_settings import (
     PINNED_SRT_VERSION,
+    agent_config_files,
+    private_cache_env,
     protected_files,
     settings_digest,
     settings_json,
@@ -59,6 +61,7 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailable",
     "prepare_sandbox",
+    "remove_private_dirs",
 ]
 
 log = logging.getLogger("acp_proxy")
@@ -95,6 +98,7 @@ class Sandbox:
         digest: ``sha256:<hex>`` of the settings file.
         settings: the settings themselves (for ``check-config``).
         workspace: the absolute workspace roots.
+        env: variables set for the engine and the agent (its private caches).
         launcher: the argv that runs the engine: ``unshare`` and :data:`PID_NAMESPACE`
             on Linux, then the engine's interpreter resolved at start-up (if it is a
             script) and the engine's real path.
@@ -107,12 +111,14 @@ class Sandbox:
     settings: dict[str, Any]
     workspace: list[str]
     launcher: tuple[str, ...]
+    env: dict[str, str] = attrs.field(factory=dict)
 
     def wrap(self, command: Sequence[str]) -> SandboxedCommand:
         """The argv that runs ``command`` inside the sandbox (it remembers ``command``,
-        so that stop signals reach the agent itself)."""
+        so that stop signals reach the agent itself, and the environment it starts
+        with)."""
         argv = [*self.launcher, "--settings", self.settings_path, "--", *command]
-        return SandboxedCommand(argv, command)
+        return SandboxedCommand(argv, command, {**os.environ, **self.env})
 
     def record(self) -> dict[str, object]:
         """The fields of the ``sandbox_started`` audit record."""
@@ -210,6 +216,40 @@ def _engine_argv(engine: str) -> list[str]:
     return [os.path.realpath(found), *words[1:], real]
 
 
+def _create_config(path: str) -> None:
+    """Creates a missing executable-configuration entry of an agent (empty: ``{}`` for
+    JSON, a directory for ``.../``) so the engine can keep it read-only; nothing when
+    its directory does not exist."""
+    target = path.rstrip("/")
+    if os.path.lexists(target) or not os.path.isdir(os.path.dirname(target)):
+        return
+    try:
+        if path.endswith("/"):
+            os.mkdir(target, 0o700)
+        else:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write("{}\n" if target.endswith(".json") else "")
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"cannot create {target!r} to keep it read-only for the agent: {exc.strerror}"
+        ) from None
+
+
+#: private directories of this proxy (settings, the agent's caches), removed at exit
+_PRIVATE_DIRS: list[str] = []
+
+
+def remove_private_dirs() -> None:
+    """Removes the sandbox's private directories (settings file, the agent's caches):
+    at exit, and before the proxy dies of its agent's signal."""
+    while _PRIVATE_DIRS:
+        shutil.rmtree(_PRIVATE_DIRS.pop(), ignore_errors=True)
+
+
+atexit.register(remove_private_dirs)
+
+
 def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
     """Refuses code the agent could rewrite that runs unconfined at the next start: the
     proxy's own Python and packages, the engine, its package and its interpreter, and
@@ -267,11 +307,12 @@ def _launcher() -> tuple[str, ...]:
 
 def _write_settings(
     config: Config, *, config_file: str | None, log_file: str | None, create_missing: bool
-) -> tuple[dict[str, Any], bytes, str]:
-    """Generates the settings and writes them to a new private directory.
+) -> tuple[dict[str, Any], bytes, str, str]:
+    """Generates the settings and writes them to a new private directory; makes the
+    agent's private cache directory.
 
     Returns:
-        The settings, their bytes and the file's path.
+        The settings, their bytes, the file's path and the cache directory.
 
     Raises:
         SandboxUnavailable: a protected file or the settings cannot be written.
@@ -282,17 +323,25 @@ def _write_settings(
     )
     for path in protected if create_missing else ():
         _touch(path)
-    settings = srt_settings(config.sandbox, cwd=cwd, home=home, protected=protected)
-    data = settings_json(settings)
+    for path in agent_config_files(config.sandbox, cwd=cwd, home=home) if create_missing else ():
+        _create_config(path)
     try:
         directory = tempfile.mkdtemp(prefix="acp-proxy-sandbox-")
+        _PRIVATE_DIRS.append(directory)
+        cache_dir = tempfile.mkdtemp(prefix="acp-proxy-cache-")
+        _PRIVATE_DIRS.append(cache_dir)
+        settings = srt_settings(
+            config.sandbox, cwd=cwd, home=home, protected=protected, cache_dir=cache_dir
+        )
+        data = settings_json(settings)
         settings_path = os.path.join(directory, "srt-settings.json")
         fd = os.open(settings_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
     except OSError as exc:
+        remove_private_dirs()
         raise SandboxUnavailable(f"cannot write the sandbox settings: {exc.strerror}") from None
-    return settings, data, settings_path
+    return settings, data, settings_path, cache_dir
 
 
 def prepare_sandbox(
@@ -334,7 +383,7 @@ def prepare_sandbox(
     launcher = (*_launcher(), *argv)
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
         version_job = pool.submit(_run, [*argv, "--version"], f"{engine} --version")
-        settings, data, settings_path = _write_settings(
+        settings, data, settings_path, cache_dir = _write_settings(
             config, config_file=config_file, log_file=log_file, create_missing=create_missing
         )
         try:
@@ -354,9 +403,8 @@ def prepare_sandbox(
                     f"{_last_line(probe.stderr)}"
                 )
         except SandboxUnavailable:
-            shutil.rmtree(os.path.dirname(settings_path), ignore_errors=True)
+            remove_private_dirs()
             raise
-    atexit.register(shutil.rmtree, os.path.dirname(settings_path), ignore_errors=True)
     version = done.stdout.strip()
     if version != PINNED_SRT_VERSION:
         log.warning(
@@ -374,4 +422,5 @@ def prepare_sandbox(
         settings,
         workspace_roots(sandbox, cwd=cwd, home=home),
         launcher,
+        private_cache_env(cache_dir),
     )

@@ -17,6 +17,7 @@ import select
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -511,3 +512,64 @@ def test_the_proxy_inside_a_writable_root_is_refused(tmp_path: Path) -> None:
         f"lies inside {repo}, which the agent may write: install it outside the "
         "workspace and writable paths\n"
     )
+
+
+PLANT_AGENT = """
+import json, os, sys
+home = os.environ["HOME"]
+tries = {
+    "npx_cache": home + "/.npm/_npx/poison/index.js",
+    "user_cache": home + "/.cache/pip/poison.whl",
+    "local_state": home + "/.local/state/poison",
+    "claude_settings": home + "/.claude/settings.json",
+    "claude_hook": home + "/.claude/hooks/poison.sh",
+    "codex_config": home + "/.codex/config.toml",
+    "gemini_settings": home + "/.gemini/settings.json",
+    "claude_state": home + "/.claude/projects.json",
+    "private_cache": os.environ.get("XDG_CACHE_HOME", home + "/.cache") + "/mine",
+    "npm_cache": os.environ.get("npm_config_cache", home + "/.npm") + "/mine",
+}
+done = {}
+for name, path in tries.items():
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("planted")
+        done[name] = "ok"
+    except OSError as exc:
+        done[name] = type(exc).__name__
+done["cache_dir"] = os.environ.get("XDG_CACHE_HOME", "")
+sys.stderr.write("RESULT " + json.dumps(done) + "\\n")
+"""
+
+
+def test_the_agent_cannot_plant_code_that_runs_unconfined_later(tmp_path: Path) -> None:
+    """With the default writable paths the agent cannot write the user's caches (npx
+    packages, pip wheels, ~/.local/state) nor the agents' executable configuration
+    (Claude settings and hooks, Codex and Gemini MCP servers); it keeps its own state
+    and gets a private cache."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    for d in (".npm/_npx", ".cache", ".local/state", ".claude", ".codex", ".gemini"):
+        (home / d).mkdir(parents=True)
+    ws.mkdir()
+    (home / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
+    (home / ".gemini" / "settings.json").write_text("{}\n")
+    cfg = ws / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    env = {**os.environ, "HOME": str(home)}
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", PLANT_AGENT]
+    done = subprocess.run(
+        argv, input=b"", capture_output=True, cwd=ws, env=env, timeout=TIMEOUT, check=False
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    result = json.loads(stderr.split("RESULT ", 1)[1].splitlines()[0])
+    cache_dir = result.pop("cache_dir")
+    kept = {"claude_state", "private_cache", "npm_cache"}
+    assert {k for k, v in result.items() if v == "ok"} == kept, result
+    assert (home / ".claude" / "settings.json").read_text() == '{"hooks": {}}\n'
+    assert (home / ".codex" / "config.toml").read_text() == ""  # created empty, read-only
+    assert not (home / ".npm" / "_npx" / "poison").exists()
+    assert cache_dir.startswith(tempfile.gettempdir() + "/acp-proxy-cache-")
+    assert not os.path.exists(cache_dir)  # removed when the proxy exited

@@ -298,11 +298,16 @@ class SandboxedCommand(list[str]):
 
     Attributes:
         inner: the agent's own argv.
+        env: the environment the engine (and so the agent) starts with; ``None``:
+            the proxy's.
     """
 
-    def __init__(self, argv: Sequence[str], inner: Sequence[str]) -> None:
+    def __init__(
+        self, argv: Sequence[str], inner: Sequence[str], env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(argv)
         self.inner = list(inner)
+        self.env = env
 
 
 #: the signals a sandboxed agent gets itself (the others go to the engine's group)
@@ -391,6 +396,8 @@ class AgentProcess:
             OSError: the command cannot be executed (not found, not executable).
         """
         await trio.lowlevel.checkpoint()
+        if env is None and isinstance(command, SandboxedCommand):
+            env = command.env
         proc = AgentChild(_spawn(list(command), env))  # in this thread: see _die_with_parent
         log.info("agent started: pid %d: %s", proc.pid, shlex.join(command))
         inner = command.inner if isinstance(command, SandboxedCommand) else None
