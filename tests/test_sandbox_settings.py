@@ -13,6 +13,7 @@ from acp_proxy.config.files import bundled_text
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.config.model import SandboxConfig
 from acp_proxy.config.sandbox_settings import (
+    agent_environment,
     protected_files,
     settings_digest,
     settings_json,
@@ -131,3 +132,23 @@ def test_strict_turns_the_sandbox_on_with_the_model_apis() -> None:
     assert "api.anthropic.com" in cfg.sandbox.allowed_domains
     assert "api.openai.com" in cfg.sandbox.allowed_domains
     assert not Config().sandbox.enabled
+
+
+def test_the_agent_environment_strips_secret_names_but_the_model_keys() -> None:
+    """env_deny globs (case-insensitive) strip secrets; env_allow keeps the model keys;
+    the overrides (private caches) are set last."""
+    environ = {
+        "PATH": "/bin",
+        "GITHUB_TOKEN": "t",
+        "aws_secret_access_key": "s",
+        "OPENAI_API_KEY": "k",
+        "XDG_CACHE_HOME": "/home/u/.cache",
+    }
+    env, stripped = agent_environment(
+        SandboxConfig(), environ, {"XDG_CACHE_HOME": "/tmp/acp-proxy-cache-x"}
+    )
+    cache = {"XDG_CACHE_HOME": "/tmp/acp-proxy-cache-x"}
+    assert env == {"PATH": "/bin", "OPENAI_API_KEY": "k", **cache}
+    assert stripped == ["GITHUB_TOKEN", "aws_secret_access_key"]
+    everything, none = agent_environment(SandboxConfig(env_deny=[]), environ, {})
+    assert (everything, none) == (environ, [])

@@ -18,10 +18,11 @@ passes the home directory and working directory in.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_proxy.config.model import Config, SandboxConfig
@@ -30,6 +31,7 @@ __all__ = [
     "AGENT_EXECUTABLE_CONFIG",
     "PINNED_SRT_VERSION",
     "agent_config_files",
+    "agent_environment",
     "private_cache_env",
     "protected_files",
     "settings_digest",
@@ -135,6 +137,30 @@ def private_cache_env(cache_dir: str) -> dict[str, str]:
         "PIP_CACHE_DIR": posixpath.join(cache_dir, "pip"),
         "UV_CACHE_DIR": posixpath.join(cache_dir, "uv"),
     }
+
+
+def agent_environment(
+    sandbox: SandboxConfig, environ: Mapping[str, str], overrides: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The environment the engine and the agent start with: ``environ`` without the
+    names matching ``env_deny`` (globs, case-insensitive) unless they match
+    ``env_allow``, then ``overrides``.
+
+    Returns:
+        The environment and the stripped names (sorted).
+    """
+
+    def matches(name: str, patterns: Sequence[str]) -> bool:
+        return any(fnmatch.fnmatchcase(name.upper(), p.upper()) for p in patterns)
+
+    stripped = sorted(
+        name
+        for name in environ
+        if matches(name, sandbox.env_deny) and not matches(name, sandbox.env_allow)
+    )
+    env = {k: v for k, v in environ.items() if k not in set(stripped)}
+    env.update(overrides)
+    return env, stripped
 
 
 def srt_settings(

@@ -46,6 +46,7 @@ from acp_proxy.config import Config
 from acp_proxy.config.sandbox_settings import (
     PINNED_SRT_VERSION,
     agent_config_files,
+    agent_environment,
     private_cache_env,
     protected_files,
     settings_digest,
@@ -98,7 +99,8 @@ class Sandbox:
         digest: ``sha256:<hex>`` of the settings file.
         settings: the settings themselves (for ``check-config``).
         workspace: the absolute workspace roots.
-        env: variables set for the engine and the agent (its private caches).
+        env: the environment the engine and the agent start with (the proxy's, secrets
+            stripped, private caches set).
         launcher: the argv that runs the engine: ``unshare`` and :data:`PID_NAMESPACE`
             on Linux, then the engine's interpreter resolved at start-up (if it is a
             script) and the engine's real path.
@@ -118,7 +120,7 @@ class Sandbox:
         so that stop signals reach the agent itself, and the environment it starts
         with)."""
         argv = [*self.launcher, "--settings", self.settings_path, "--", *command]
-        return SandboxedCommand(argv, command, {**os.environ, **self.env})
+        return SandboxedCommand(argv, command, dict(self.env))
 
     def record(self) -> dict[str, object]:
         """The fields of the ``sandbox_started`` audit record."""
@@ -414,6 +416,9 @@ def prepare_sandbox(
             PINNED_SRT_VERSION,
         )
     cwd, home = os.getcwd(), os.path.expanduser("~")
+    env, stripped = agent_environment(sandbox, os.environ, private_cache_env(cache_dir))
+    if stripped:
+        log.info("sandbox: not passed to the agent: %s", " ".join(stripped))
     return Sandbox(
         engine,
         version,
@@ -422,5 +427,5 @@ def prepare_sandbox(
         settings,
         workspace_roots(sandbox, cwd=cwd, home=home),
         launcher,
-        private_cache_env(cache_dir),
+        env,
     )

@@ -573,3 +573,28 @@ def test_the_agent_cannot_plant_code_that_runs_unconfined_later(tmp_path: Path) 
     assert not (home / ".npm" / "_npx" / "poison").exists()
     assert cache_dir.startswith(tempfile.gettempdir() + "/acp-proxy-cache-")
     assert not os.path.exists(cache_dir)  # removed when the proxy exited
+
+
+def test_the_proxy_secrets_do_not_reach_the_sandboxed_agent(tmp_path: Path) -> None:
+    """Secret-looking variables of the proxy's environment are stripped (env_deny); the
+    model-API key the agent needs and ordinary variables still reach it."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    secrets = {
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "GH_TOKEN": "gh",
+        "DB_PASSWORD": "pw",
+        "npm_config__auth": "npm",
+    }
+    passed = {"ANTHROPIC_API_KEY": "model", "ACP_TEST_PLAIN": "plain"}
+    env = {**os.environ, **secrets, **passed}
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--", sys.executable]
+    argv += ["-c", "import json, os, sys; sys.stderr.write('ENV ' + json.dumps(dict(os.environ)))"]
+    done = subprocess.run(
+        argv, input=b"", capture_output=True, cwd=tmp_path, env=env, timeout=TIMEOUT, check=False
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    seen = json.loads(stderr.split("ENV ", 1)[1].splitlines()[0])
+    assert {k: seen.get(k) for k in passed} == passed
+    assert [k for k in secrets if k in seen] == []
