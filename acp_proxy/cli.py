@@ -398,7 +398,9 @@ def _confine(
     config_file = expand_path(args.config, "--config") if args.config else None
     log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
     try:
-        sandbox = prepare_sandbox(cfg, config_file=config_file, log_file=log_file)
+        sandbox = prepare_sandbox(
+            cfg, config_file=config_file, log_file=log_file, agent_command=agent_cmd
+        )
     except SandboxUnavailable as exc:
         if audit is not None:
             fields = {"reason": exc.reason, "required": cfg.sandbox.required}

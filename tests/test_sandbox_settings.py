@@ -9,6 +9,7 @@ import attrs
 import pytest
 
 from acp_proxy.config import Config
+from acp_proxy.config.credentials import other_agents_credentials
 from acp_proxy.config.files import bundled_text
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.config.model import SandboxConfig
@@ -152,3 +153,17 @@ def test_the_agent_environment_strips_secret_names_but_the_model_keys() -> None:
     assert stripped == ["GITHUB_TOKEN", "aws_secret_access_key"]
     everything, none = agent_environment(SandboxConfig(env_deny=[]), environ, {})
     assert (everything, none) == (environ, [])
+
+
+def test_an_agent_reads_its_own_login_but_no_other_agents() -> None:
+    """The login files hidden from an agent: the other agents' (all, for an unknown one)."""
+    assert other_agents_credentials(["npx", "@zed-industries/claude-code-acp"]) == (
+        "~/.codex/auth.json",
+        "~/.gemini/oauth_creds.json",
+    )
+    assert other_agents_credentials(["node", "/opt/codex-acp/dist/index.js", "gemini"]) == (
+        "~/.claude/.credentials.json",
+        "~/.gemini/oauth_creds.json",
+    )
+    assert len(other_agents_credentials(["my-agent", "--model", "claude"])) == 3
+    assert len(other_agents_credentials([])) == 3

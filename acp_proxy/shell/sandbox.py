@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.config import Config
+from acp_proxy.config.credentials import other_agents_credentials
 from acp_proxy.config.sandbox_settings import (
     PINNED_SRT_VERSION,
     agent_config_files,
@@ -308,7 +309,12 @@ def _launcher() -> tuple[str, ...]:
 
 
 def _write_settings(
-    config: Config, *, config_file: str | None, log_file: str | None, create_missing: bool
+    config: Config,
+    *,
+    config_file: str | None,
+    log_file: str | None,
+    create_missing: bool,
+    agent_command: Sequence[str],
 ) -> tuple[dict[str, Any], bytes, str, str]:
     """Generates the settings and writes them to a new private directory; makes the
     agent's private cache directory.
@@ -332,8 +338,13 @@ def _write_settings(
         _PRIVATE_DIRS.append(directory)
         cache_dir = tempfile.mkdtemp(prefix="acp-proxy-cache-")
         _PRIVATE_DIRS.append(cache_dir)
+        hidden = [*config.sandbox.deny_read, *other_agents_credentials(agent_command)]
         settings = srt_settings(
-            config.sandbox, cwd=cwd, home=home, protected=protected, cache_dir=cache_dir
+            attrs.evolve(config.sandbox, deny_read=hidden),
+            cwd=cwd,
+            home=home,
+            protected=protected,
+            cache_dir=cache_dir,
         )
         data = settings_json(settings)
         settings_path = os.path.join(directory, "srt-settings.json")
@@ -352,6 +363,7 @@ def prepare_sandbox(
     config_file: str | None = None,
     log_file: str | None = None,
     create_missing: bool = True,
+    agent_command: Sequence[str] = (),
 ) -> Sandbox:
     """Finds the engine, writes its settings and checks that it starts with them.
 
@@ -364,6 +376,8 @@ def prepare_sandbox(
         log_file: the ``--log-file``, protected from the agent.
         create_missing: create the proxy's own files that do not exist yet
             (empty), so the engine can hide them (``check-config``: false).
+        agent_command: the agent's argv: the other common agents' login files are
+            hidden from it (:func:`~acp_proxy.config.credentials.other_agents_credentials`).
 
     Raises:
         SandboxUnavailable: the engine is not found, ``--version`` fails, the
@@ -386,7 +400,11 @@ def prepare_sandbox(
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
         version_job = pool.submit(_run, [*argv, "--version"], f"{engine} --version")
         settings, data, settings_path, cache_dir = _write_settings(
-            config, config_file=config_file, log_file=log_file, create_missing=create_missing
+            config,
+            config_file=config_file,
+            log_file=log_file,
+            create_missing=create_missing,
+            agent_command=agent_command,
         )
         try:
             probe = _run(

@@ -598,3 +598,58 @@ def test_the_proxy_secrets_do_not_reach_the_sandboxed_agent(tmp_path: Path) -> N
     seen = json.loads(stderr.split("ENV ", 1)[1].splitlines()[0])
     assert {k: seen.get(k) for k in passed} == passed
     assert [k for k in secrets if k in seen] == []
+
+
+READ_AGENT = """
+import json, os, sys
+home = os.environ["HOME"]
+done = {}
+for rel in sys.argv[1:]:
+    try:
+        with open(os.path.join(home, rel)) as f:
+            f.read()
+        done[rel] = "ok"
+    except OSError as exc:
+        done[rel] = type(exc).__name__
+sys.stderr.write("RESULT " + json.dumps(done) + "\\n")
+"""
+
+
+def test_credential_stores_and_other_agents_logins_are_hidden(tmp_path: Path) -> None:
+    """git, cargo and vault credentials and shell histories are hidden; a Claude agent
+    reads its own login file but not Codex's or Gemini's."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    hidden = [
+        ".config/git/credentials",
+        ".cargo/credentials.toml",
+        ".vault-token",
+        ".bash_history",
+        ".zsh_history",
+        ".codex/auth.json",
+        ".gemini/oauth_creds.json",
+    ]
+    own = ".claude/.credentials.json"
+    for rel in [*hidden, own]:
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text("secret\n")
+    ws.mkdir()
+    cfg = ws / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    agent = tmp_path / "bin" / "claude-code-acp"  # the command names Claude's agent
+    agent.parent.mkdir()
+    agent.write_text(READ_AGENT)
+    argv += [sys.executable, str(agent), *hidden, own]
+    done = subprocess.run(
+        argv,
+        input=b"",
+        capture_output=True,
+        cwd=ws,
+        env={**os.environ, "HOME": str(home)},
+        timeout=TIMEOUT,
+        check=False,
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    result = json.loads(stderr.split("RESULT ", 1)[1].splitlines()[0])
+    assert {k for k, v in result.items() if v == "ok"} == {own}, result
