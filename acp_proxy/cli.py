@@ -443,6 +443,9 @@ def _die_like_the_agent(signum: int) -> int:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    sandbox = sys.modules.get("acp_proxy.shell.sandbox")  # atexit will not run
+    if sandbox is not None:
+        sandbox.remove_private_dirs()
     with contextlib.suppress(ValueError, OSError):  # SIGKILL and SIGSTOP have no handler
         signal.signal(signum, signal.SIG_DFL)
     with contextlib.suppress(ValueError, OSError):

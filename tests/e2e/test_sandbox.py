@@ -315,7 +315,7 @@ time.sleep(60)
 
 
 def _start_sandboxed(
-    tmp_path: Path, agent: str, *args: str
+    tmp_path: Path, agent: str, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], bytes]:
     """Starts the proxy, sandboxed, with ``python -c agent *args``; returns it and its
     stderr up to the agent's ``ready`` line."""
@@ -324,7 +324,12 @@ def _start_sandboxed(
     argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
     argv += [sys.executable, "-c", agent, *args]
     proxy = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
     )
     assert proxy.stderr is not None
     seen = b""
@@ -653,3 +658,29 @@ def test_credential_stores_and_other_agents_logins_are_hidden(tmp_path: Path) ->
     assert done.returncode == 0, stderr
     result = json.loads(stderr.split("RESULT ", 1)[1].splitlines()[0])
     assert {k for k, v in result.items() if v == "ok"} == {own}, result
+
+
+def test_the_private_directories_are_removed_when_the_proxy_dies_of_a_signal(
+    tmp_path: Path,
+) -> None:
+    """The engine killed by SIGKILL: the proxy dies of it too, and its private settings
+    and cache directories are removed first."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    agent = "import sys, time; sys.stderr.write('ready\\n'); sys.stderr.flush(); time.sleep(60)"
+    proxy, _ = _start_sandboxed(tmp_path, agent, env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        assert sorted(p.name.rsplit("-", 1)[0] for p in tmp.glob("acp-proxy-*")) == [
+            "acp-proxy-cache",
+            "acp-proxy-sandbox",
+        ]
+        children = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/children").read_text().split()
+        assert len(children) == 1  # the engine's launcher
+        os.kill(int(children[0]), 9)
+        proxy.communicate(timeout=TIMEOUT)
+        assert proxy.returncode == -9
+        assert list(tmp.glob("acp-proxy-*")) == []
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.communicate()
