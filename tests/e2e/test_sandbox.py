@@ -370,7 +370,7 @@ async def test_listen_confines_the_agent_of_every_connection(
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["HOME"] = plan["home"]
     argv = [sys.executable, "-m", "acp_proxy", "--config", plan["config"]]
-    argv += ["--listen", "ws://127.0.0.1:0/acp", "--"]
+    argv += ["--listen", "ws://127.0.0.1:0/acp", "--no-token", "--"]
     argv += [sys.executable, str(ESCAPE_AGENT), str(tmp_path / "plan.json")]
     with trio.fail_after(TIMEOUT):
         async with trio.open_nursery() as nursery:
