@@ -34,7 +34,6 @@ from functools import partial
 from typing import TYPE_CHECKING, NoReturn
 
 import attrs
-import trio
 
 from acp_proxy import __version__
 from acp_proxy.config import Config
@@ -50,6 +49,7 @@ from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 
 if TYPE_CHECKING:  # the shell is imported when a mode runs, not at startup
     from acp_proxy.shell.audit import AuditLog
+    from acp_proxy.shell.spawn import EarlyStart
 
 __all__ = ["effective_config", "main"]
 
@@ -66,7 +66,7 @@ USAGE = """
       stdio client <-> remote agent over WebSocket
   acp-proxy --chain [options]
       proxy component under an ACP conductor
-  acp-proxy demo [--json]
+  acp-proxy demo [--json] [--trace FILE]
       scripted client and agent through the proxy
   acp-proxy config {default,strict}
       print a shipped configuration file, with its comments
@@ -344,6 +344,7 @@ def _main(argv: list[str]) -> int:
     cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
     if refusal is not None:
         return _fail_closed(mode, cfg, refusal, audit)
+    early = _start_early(mode, cfg, agent_cmd)
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
@@ -351,7 +352,7 @@ def _main(argv: list[str]) -> int:
     hub = open_hub(cfg, run_id)
     install(hub)
     try:
-        status = _run(mode, args, cfg, agent_cmd, audit)
+        status = _run(mode, args, cfg, agent_cmd, audit, early)
     except AgentSignalled as exc:
         status = -exc.signum
     except KeyboardInterrupt:
@@ -365,6 +366,10 @@ def _main(argv: list[str]) -> int:
         from acp_proxy.shell.routing import flush_log_summaries
 
         flush_log_summaries(everything=True)
+        if early is not None:
+            from acp_proxy.shell.spawn import release_signals
+
+            release_signals()
         if audit is not None:
             audit.close()
         install(None)
@@ -416,6 +421,23 @@ def _confine(
     return cfg, sandbox.wrap(agent_cmd), None
 
 
+def _start_early(mode: str, cfg: Config, agent_cmd: list[str]) -> EarlyStart | None:
+    """Starts the agent of the stdio form now, before the relay is imported, so that it
+    boots while the proxy sets up (issue 29); ``None`` where it is started later.
+
+    Only once nothing left can refuse the command line: a trace file, the
+    OpenTelemetry bridge, the ``--metrics`` server and a ``[budgets] store`` are
+    opened later and may still exit 2, so with any of them on the agent starts
+    when the relay does.
+    """
+    later = cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics or cfg.budgets.store
+    if mode != "stdio" or later:
+        return None
+    from acp_proxy.shell.spawn import start_early
+
+    return start_early(agent_cmd)
+
+
 def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) -> int:
     """The required sandbox could not start: no agent runs. On stdio the client's first
     request is answered with the reason; the proxy exits with status 126."""
@@ -429,6 +451,8 @@ def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) ->
             async def refuse() -> int:
                 client = open_stdio_transport(cfg.limits.max_message_bytes)
                 return await refuse_first_request(client, reason)
+
+            import trio
 
             return trio.run(refuse)
         return SANDBOX_FAILED_STATUS
@@ -519,6 +543,8 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
     """``trio.run(func, *args)``; a usage or connect error out of a nursery is raised bare."""
+    import trio
+
     try:
         status: int = trio.run(func, *args)
     except BaseExceptionGroup as group:
@@ -537,12 +563,13 @@ def _run(
     cfg: Config,
     agent_cmd: list[str],
     audit: AuditLog | None,
+    early: EarlyStart | None = None,
 ) -> int:
     if cfg.telemetry.metrics:
         from acp_proxy.shell.watch import alongside
 
         return _trio_run(alongside, cfg, _mode_runner(mode, args, cfg, agent_cmd, audit))
-    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit))
+    return _trio_run(*_mode_runner(mode, args, cfg, agent_cmd, audit, early))
 
 
 def _mode_runner(
@@ -551,8 +578,10 @@ def _mode_runner(
     cfg: Config,
     agent_cmd: list[str],
     audit: AuditLog | None,
+    early: EarlyStart | None = None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
-    """The async function that runs ``mode``, and its arguments."""
+    """The async function that runs ``mode``, and its arguments (``early``: the agent of
+    the stdio form, already started)."""
     if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
         from acp_proxy.shell.budget_store import store_for
 
@@ -588,7 +617,8 @@ def _mode_runner(
         return partial(run_connect, live=live, watch=watch), cfg, args.connect, audit
     from acp_proxy.shell.topology.stdio import run_stdio_process
 
-    return partial(run_stdio_process, live=live, watch=watch), cfg, agent_cmd, audit
+    stdio = partial(run_stdio_process, live=live, watch=watch, early=early)
+    return stdio, cfg, agent_cmd, audit
 
 
 def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:
@@ -631,7 +661,8 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
             "usage: acp-proxy check-config FILE [-- AGENT_CMD ...]\n\nValidates a TOML config "
             "file and prints the effective config (every key).\nAlso checks that the audit "
             "log can be written, the token file read, and the agent command (when given)\n"
-            "found. Exit status 0 when valid, 2 otherwise."
+            "found. On stderr: a warning line per risky setting, then one verdict line.\n"
+            "Exit status 0 when valid (warnings included), 2 otherwise."
         )
         return 0
     if len(rest) != 1:
@@ -648,12 +679,12 @@ def _check_config(rest: list[str], agent_cmd: list[str]) -> int:
         from acp_proxy.shell.topology.principals import read_tokens_file
 
         read_tokens_file(cfg.listen.tokens_file)
-    if agent_cmd:
-        find_command(agent_cmd[0])
+    found = find_command(agent_cmd[0]) if agent_cmd else None
     cfg = resolve_sandbox_workspace(cfg)
     sandbox_note = _check_sandbox(cfg, expand_path(rest[0], "the config file"))
     print(config_io.dump_config(cfg), end="")
     print(sandbox_note, end="")
+    _check_config_verdict(rest[0], cfg, found)
     return 0
 
 
@@ -683,3 +714,21 @@ def _check_sandbox(cfg: Config, config_file: str) -> str:
         *json.dumps(sandbox.settings, indent=2).splitlines(),
     ]
     return "\n" + "".join(f"# {line}\n" for line in lines)
+
+
+def _check_config_verdict(path: str, cfg: Config, agent: str | None) -> None:
+    """check-config's last lines on stderr: one per risky setting, then the verdict
+    (what was checked, the resolved audit path, the agent found, the warnings)."""
+    from acp_proxy.config.risks import risky_settings
+
+    warnings = risky_settings(cfg)
+    for warning in warnings:
+        print(f"acp-proxy check-config: warning: {warning}", file=sys.stderr)
+    audit = os.path.abspath(cfg.audit.path) if cfg.audit.path else "off"
+    found = agent if agent is not None else "not checked (give its command after --)"
+    count = {0: "no warnings", 1: "1 warning"}.get(len(warnings), f"{len(warnings)} warnings")
+    print(
+        f"acp-proxy check-config: OK: {os.path.abspath(expand_path(path, 'the config file'))} "
+        f"is valid; audit log: {audit}; agent: {found}; {count}",
+        file=sys.stderr,
+    )

@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks.batches import batch_rss
 from benchmarks.client import (
     ROOT,
     Client,
@@ -82,6 +83,7 @@ from benchmarks.report import (
 )
 from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
+from benchmarks.startup import startup_added
 from benchmarks.throughput import measure_stream, median_rate, mixed, throughput
 from benchmarks.websocket import ws_available, ws_scaling
 
@@ -250,6 +252,12 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
 
     log("start-up: time to the initialize response, plain and sandboxed (srt)")
     res["sandbox_startup"] = sandbox_startup(5 if sizes.repeat >= 3 else 3, sizes.timeout_s)
+
+    log("start-up added: launch to the initialize answer, direct and through the proxy")
+    res["startup"] = startup_added(9 if sizes.repeat >= 3 else 3, sizes.timeout_s)
+
+    log("memory: one agent batch of 300,000 {} and one client batch of 200,000")
+    res["batch_rss"] = batch_rss(1.0 if sizes.repeat >= 3 else 0.1)
 
     res["targets"] = targets(res)
     res["load_avg_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}

@@ -21,7 +21,72 @@ def targets(res: dict[str, Any]) -> dict[str, bool]:
         "peak_rss_stream<64MiB": rss["stream"] < TARGET_RSS_MIB,
         "peak_rss_flood<64MiB": rss["flood"] < TARGET_RSS_MIB,
         "peak_rss_1mib<68MiB": rss["messages_1mib"] < TARGET_RSS_MIB + 4.0,
+        **_issue29_targets(res),
     }
+
+
+#: start-up the proxy may add (ms, issue 29), per agent
+TARGET_STARTUP_ADDED_MS = {"python": 80.0, "node": 40.0}
+
+
+def _issue29_targets(res: dict[str, Any]) -> dict[str, bool]:
+    """Start-up added, batch peak RSS and 50 WebSocket connections (issue 29)."""
+    out: dict[str, bool] = {}
+    for agent, limit in TARGET_STARTUP_ADDED_MS.items():
+        fig = res.get("startup", {}).get(agent)
+        if isinstance(fig, dict):
+            out[f"startup_added_{agent}<={limit:g}ms"] = fig["added_ms"] <= limit
+    for direction, fig in res.get("batch_rss", {}).items():
+        out[f"batch_rss_{direction}<=64MiB+4x"] = fig["peak_rss_mib"] <= fig["bound_mib"]
+    ws = res.get("scaling_ws_connections")
+    if isinstance(ws, dict) and "50" in ws:
+        out["ws_50_connections<64MiB"] = ws["50"]["peak_rss_mib"] < TARGET_RSS_MIB
+    return out
+
+
+def _issue29_rows(
+    res: dict[str, Any], tg: dict[str, bool]
+) -> list[tuple[str, str, str, str, str, str]]:
+    rows: list[tuple[str, str, str, str, str, str]] = []
+    for agent, limit in TARGET_STARTUP_ADDED_MS.items():
+        fig = res.get("startup", {}).get(agent)
+        if not isinstance(fig, dict):
+            rows.append((f"start-up, {agent} agent", "", "", str(fig), "", ""))
+            continue
+        rows.append(
+            (
+                f"start-up to initialize, {agent} agent, ms (added)",
+                f"{fig['direct_ms']:,.0f}",
+                "",
+                f"{fig['proxy_ms']:,.0f} (+{fig['added_ms']:,.0f})",
+                f"<= +{limit:g}",
+                "PASS" if tg[f"startup_added_{agent}<={limit:g}ms"] else "FAIL",
+            )
+        )
+    for direction, fig in res.get("batch_rss", {}).items():
+        rows.append(
+            (
+                f"{direction} batch of {fig['elements']:,} {{}}, peak RSS MiB",
+                "",
+                "",
+                f"{fig['peak_rss_mib']:.1f}",
+                f"<= {fig['bound_mib']:.1f}",
+                "PASS" if tg[f"batch_rss_{direction}<=64MiB+4x"] else "FAIL",
+            )
+        )
+    ws = res.get("scaling_ws_connections")
+    if isinstance(ws, dict) and "50" in ws:
+        rows.append(
+            (
+                "50 WebSocket connections, peak RSS MiB",
+                "",
+                "",
+                f"{ws['50']['peak_rss_mib']:.1f}",
+                f"< {TARGET_RSS_MIB:g}",
+                "PASS" if tg["ws_50_connections<64MiB"] else "FAIL",
+            )
+        )
+    return rows
 
 
 def format_table(res: dict[str, Any]) -> str:
@@ -186,6 +251,7 @@ def format_table(res: dict[str, Any]) -> str:
                 f"+{startup['added_ms']:,.0f} ms",
             )
         )
+    rows.extend(_issue29_rows(res, tg))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = []
     for n, r in enumerate(rows):

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["find_engine", "sandbox_startup"]
+__all__ = ["find_engine", "sandbox_startup", "time_to_initialize"]
 
 ROOT = Path(__file__).resolve().parent.parent
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
@@ -39,15 +39,16 @@ def find_engine() -> str | None:
     return shutil.which("srt")
 
 
-def _time_to_initialize(argv: list[str], cwd: str, timeout_s: float) -> float:
-    """Seconds from spawn to the first line on the proxy's stdout."""
+def time_to_initialize(argv: list[str], cwd: str, timeout_s: float, init: bytes = INIT) -> float:
+    """Seconds from spawning ``argv`` (``init`` written to it at once) to the first line
+    on its stdout, which must be a result."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd
     )
     assert proc.stdin is not None
     assert proc.stdout is not None
-    proc.stdin.write(INIT)
+    proc.stdin.write(init)
     proc.stdin.flush()
     line = proc.stdout.readline()
     elapsed = time.perf_counter() - started
@@ -84,8 +85,8 @@ def sandbox_startup(runs: int, timeout_s: float) -> dict[str, Any] | str:
         os.environ["PYTHONPATH"] = env_root + (os.pathsep + old if old else "")
         try:
             for _ in range(runs):
-                plain.append(_time_to_initialize(plain_argv, ws, timeout_s))
-                boxed.append(_time_to_initialize(boxed_argv, ws, timeout_s))
+                plain.append(time_to_initialize(plain_argv, ws, timeout_s))
+                boxed.append(time_to_initialize(boxed_argv, ws, timeout_s))
         finally:
             if old is None:
                 del os.environ["PYTHONPATH"]

@@ -84,7 +84,21 @@ def test_scaling_and_targets_are_reported(smoke_result: dict[str, Any]) -> None:
         assert figures["peak_rss_mib"] > 0
     assert smoke_result["mixed_turn"]["msgs_per_s"]["proxy"] > 0
     assert all(isinstance(v, bool) for v in smoke_result["targets"].values())
-    assert len(smoke_result["targets"]) == 5
+    targets = smoke_result["targets"]
+    assert len([k for k in targets if not k.startswith(("startup_", "batch_rss_", "ws_50"))]) == 5
+    assert {"batch_rss_agent<=64MiB+4x", "batch_rss_client<=64MiB+4x"} <= set(targets)
+
+
+def test_startup_added_and_batch_rss_are_reported(smoke_result: dict[str, Any]) -> None:
+    """Issue 29: the start-up the proxy adds, against direct in the same run, for each agent
+    measured, and the peak RSS of a proxy carrying an agent and a client batch."""
+    python = smoke_result["startup"]["python"]
+    assert python["direct_ms"] > 0
+    assert python["proxy_ms"] > 0
+    assert abs(python["added_ms"] - (python["proxy_ms"] - python["direct_ms"])) < 0.15
+    for direction in ("agent", "client"):
+        fig = smoke_result["batch_rss"][direction]
+        assert 5 < fig["peak_rss_mib"] <= fig["bound_mib"], fig
 
 
 def test_mixed_turn_duplicates_are_removed_by_the_proxy_only(

@@ -208,11 +208,24 @@ def test_the_readme_names_every_runtime_dependency() -> None:
 
 def test_the_readme_says_what_the_typescript_interop_tests_need() -> None:
     """node, npm, the SDK version the tests install, and that they fail offline."""
-    conftest = (ROOT / "tests" / "interop" / "conftest.py").read_text(encoding="utf-8")
-    version = re.search(r'TS_SDK_VERSION = "([^"]+)"', conftest)
+    # the interop tests install the SDK through the benchmark's helper (one pin)
+    installer = (ROOT / "benchmarks" / "startup.py").read_text(encoding="utf-8")
+    version = re.search(r'TS_SDK_VERSION = "([^"]+)"', installer)
     assert version is not None
     note = _readme_paragraph(".cache/ts-sdk")
     assert f"`@agentclientprotocol/sdk` {version.group(1)}" in note
     assert "node" in note
     assert "npm registry" in note
     assert "they fail" in note
+
+
+def test_the_otel_install_commands_name_the_otel_extra() -> None:
+    """Issue 32 item 1: the README's pipx inject line installs exactly the otel extra."""
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["otel"]
+    readme = (ROOT / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("pipx inject acp-proxy "))
+    assert sorted(re.findall(r"'([^']+)'", line)) == sorted(extra)
+    assert "pip install '.[otel]'" in readme
+    assert "file:///path/to/clone" in readme

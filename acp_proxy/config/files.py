@@ -133,6 +133,7 @@ def find_command(command: str) -> str:
     """
     if os.sep in command or (os.altsep is not None and os.altsep in command):
         if os.path.isfile(command) and os.access(command, os.X_OK):
+            _check_interpreter(command)
             return command
         reason = "does not exist" if not os.path.exists(command) else "is not an executable file"
         raise UsageError(f"agent command {command!r} {reason}")
@@ -142,4 +143,35 @@ def find_command(command: str) -> str:
             f"agent command {command!r} was not found on PATH; give its absolute path "
             "(editors often start the proxy with a shorter PATH than your shell's)"
         )
+    _check_interpreter(found)
     return found
+
+
+def _check_interpreter(command: str) -> None:
+    """Raises UsageError when the ``#!`` line of script ``command`` names an interpreter
+    that does not exist (exec would then say the script itself is missing).
+
+    ``#!/usr/bin/env NAME`` is checked for ``NAME`` on ``PATH``.
+    """
+    try:
+        with open(command, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return
+    if not first.startswith(b"#!"):
+        return
+    words = first[2:].decode("utf-8", "replace").split()
+    if not words:
+        return
+    interpreter = words[0]
+    if not os.path.exists(interpreter):
+        raise UsageError(
+            f"agent command {command!r} starts with #!{interpreter}, which does not exist: "
+            "install that interpreter or correct the script's #! line"
+        )
+    names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    if os.path.basename(interpreter) == "env" and names and shutil.which(names[0]) is None:
+        raise UsageError(
+            f"agent command {command!r} starts with #!{' '.join(words)}, and {names[0]!r} "
+            "was not found on PATH: install it or correct the script's #! line"
+        )

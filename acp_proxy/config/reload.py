@@ -16,7 +16,6 @@ from typing import Any
 
 import attrs
 
-from acp_proxy.config.io import dump_config
 from acp_proxy.config.model import AuditConfig, Config
 
 __all__ = ["POLICY_SECTIONS", "apply_reload", "policy_digest"]
@@ -63,6 +62,8 @@ def policy_digest(cfg: Config) -> str:
     Two configurations that differ only outside the policy sections have the
     same digest; any change of a policy value changes it.
     """
+    from acp_proxy.config.io import dump_config  # cattrs: only when a digest is asked for
+
     text = dump_config(_policy_only(cfg))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 

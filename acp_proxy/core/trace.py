@@ -378,12 +378,17 @@ def header(include_content: bool, **extra: Any) -> Record:
     }
 
 
+#: the audit fields an event of a message record keeps (``rule``, ``action``,
+#: ``optionId``: what a permission decision was, for ``replay --diff``)
+_EVENT_KEYS = ("sessionId", "parentSessionId", "rule", "action", "optionId", "reason")
+
+
 def _events(actions: list[Action]) -> list[dict[str, Any]]:
     out = []
     for a in actions:
         if type(a) is Audit:
             ev: dict[str, Any] = {"event": str(a.event)}
-            for key in ("sessionId", "parentSessionId", "reason"):
+            for key in _EVENT_KEYS:
                 value = a.fields.get(key)
                 if value is not None:
                     ev[key] = value

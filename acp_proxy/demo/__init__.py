@@ -23,9 +23,12 @@ What the proxy is shown doing (see :mod:`acp_proxy.demo.agent`):
 
 ``--json`` prints the raw transcript as JSON lines instead (for tests and tools).
 
-The proxy also writes a wire trace with content (docs/trace-format.md) to a
-file the demo keeps; its path and the ``acp-proxy replay`` command that tries a
-configuration on it are printed last (on stderr with ``--json``).
+The proxy also writes a wire trace with content (docs/trace-format.md): with
+``--trace FILE`` to that file, kept, and then its path and the ``replay``
+command that tries a configuration on it are printed last (on stderr with
+``--json``); without, to a temporary directory removed at exit, and the last
+lines say how to keep it. The commands printed name the program as it was run
+(``sys.argv[0]`` when that is a path).
 
 The package: :mod:`~acp_proxy.demo.runner` runs the proxy and the scripted
 client, :mod:`~acp_proxy.demo.analysis` checks what was observed,
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import tempfile
 
@@ -57,23 +61,49 @@ def run_demo(args: list[str]) -> int:
     parser.add_argument(
         "--json", action="store_true", help="print the raw transcript as JSON lines"
     )
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="keep the proxy's wire trace in FILE (default: removed at exit)",
+    )
     try:
         opts = parser.parse_args(args)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    fd, trace = tempfile.mkstemp(prefix="acp-proxy-demo-", suffix=".trace.jsonl")
-    os.close(fd)
-    run = execute(trace=trace)
+    with tempfile.TemporaryDirectory(prefix="acp-proxy-demo-") as tmp:
+        trace = opts.trace or os.path.join(tmp, "demo.trace.jsonl")
+        run = execute(trace=trace)
     an = analyse(run)
     results = checks(run, an)
     text = render_json(run, results) if opts.json else render(run, an, results)
     sys.stdout.write(text)
     sys.stdout.flush()
     tail = sys.stderr if opts.json else sys.stdout
-    print(
-        f"\nThe proxy's wire trace (kept): {trace}\n"
-        "Try another configuration on it (no agent is started):\n"
-        f"  acp-proxy replay --diff --config FILE {trace}",
-        file=tail,
-    )
+    prog = invocation()
+    if opts.trace:
+        hint = (
+            f"\nThe proxy's wire trace (kept): {opts.trace}\n"
+            "Try another configuration on it (no agent is started):\n"
+            f"  {prog} replay --diff --config FILE {shlex.quote(opts.trace)}"
+        )
+    else:
+        hint = (
+            "\nThe proxy's wire trace was removed with the run; to keep it and try another "
+            "configuration on it (no agent is started):\n"
+            f"  {prog} demo --trace demo.trace.jsonl\n"
+            f"  {prog} replay --diff --config FILE demo.trace.jsonl"
+        )
+    print(hint, file=tail)
     return 0 if all(c.ok for c in results) else 1
+
+
+def invocation() -> str:
+    """How the user ran the program, for the commands the demo prints: ``sys.argv[0]``
+    when it is a path (``.venv/bin/acp-proxy``), ``PYTHON -m acp_proxy`` for ``-m``,
+    else ``acp-proxy``."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) == "__main__.py":
+        return f"{shlex.quote(sys.executable)} -m acp_proxy"
+    if os.sep in argv0:
+        return shlex.quote(argv0)
+    return "acp-proxy"

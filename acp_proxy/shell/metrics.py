@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -34,6 +35,7 @@ from acp_proxy.config import Config
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.http_once import host_and_headers, read_request, send_response
 from acp_proxy.shell.observe import DURATION_BUCKETS, Connection, Hub
+from acp_proxy.shell.timefmt import iso_utc
 from acp_proxy.shell.topology.principals import Authenticator, read_tokens_file
 from acp_proxy.shell.topology.ws_upgrade import (
     accepted_hosts,
@@ -163,7 +165,7 @@ def _connection_status(conn: Connection, include_content: bool = False) -> dict[
         "connection": conn.number,
         "principal": conn.principal,
         "agentPid": conn.agent_pid,
-        "started": conn.started,
+        "started": iso_utc(conn.started),
         "closed": conn.closed,
         "protocolVersion": core.negotiated.protocol_version,
         "client": conn.client_name,
@@ -200,7 +202,7 @@ def status(hub: Hub, include_content: bool = False) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "uptimeSeconds": round(time.monotonic() - hub.started_monotonic, 3),
-        "started": hub.started,
+        "started": iso_utc(hub.started),
         "agentPid": next((c.agent_pid for c in reversed(conns) if c.closed is None), None),
         "connections": [_connection_status(c, include_content) for c in conns],
         "decisions": hub.tally.snapshot()["decisions"] if hub.tally is not None else None,
@@ -275,8 +277,9 @@ async def serve_metrics(
     auth = Authenticator(token=token, principals=principals)
     if not loopback and not auth.required:
         raise UsageError(
-            f"--metrics {addr} is not a loopback address: set listen.token_file (--token-file) "
-            "so that requests need a bearer token, or use 127.0.0.1"
+            f"--metrics {addr} is not a loopback address: set token_file in the [listen] table "
+            "of the --config file (or pass --token-file with --listen or --connect) so that "
+            "requests need a bearer token, or use 127.0.0.1"
         )
     hosts = accepted_hosts(
         host, loopback=loopback, token=auth.required, allowed_hosts=cfg.listen.allowed_hosts
@@ -286,7 +289,13 @@ async def serve_metrics(
     except OSError as exc:
         raise UsageError(f"cannot serve --metrics on {addr}: {exc.strerror or exc}") from None
     bound = listeners[0].socket.getsockname()[1]
-    log.info("metrics and status at http://%s:%d/metrics", host, bound)
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"acp-proxy: serving metrics on http://{shown}:{bound}/metrics (also /healthz, "
+        "/readyz, /status)",
+        file=sys.stderr,
+        flush=True,
+    )
     task_status.started(bound)
 
     slots = trio.Semaphore(MAX_CONNECTIONS)

@@ -26,14 +26,16 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from acp_proxy.config import Config
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.core.trace import DECISIONS, Record, TracingCore
-from acp_proxy.shell.trace import TraceWriter
+
+if TYPE_CHECKING:  # imported when something observes (issue 29: start-up)
+    from acp_proxy.core.trace import Record
+    from acp_proxy.shell.trace import TraceWriter
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -69,6 +71,8 @@ class Tally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.messages: dict[tuple[str, str], int] = {}
+        from acp_proxy.core.trace import DECISIONS
+
         self.decisions: dict[str, int] = dict.fromkeys(DECISIONS, 0)
         self.buckets = [0] * (len(DURATION_BUCKETS) + 1)
         self.duration_sum = 0.0
@@ -180,6 +184,8 @@ class Hub:
 
         def emit(record: Record) -> None:
             self.observe(holder[0], record)
+
+        from acp_proxy.core.trace import TracingCore
 
         core = TracingCore(
             config,

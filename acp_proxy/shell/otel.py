@@ -365,9 +365,13 @@ def open_bridge(hub: Hub, tally: Tally) -> OtelBridge:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     res = resource()
-    tracer_provider = SdkTracerProvider(resource=res)
+    # shutdown_on_exit=False: OtelBridge.shutdown is the one shutdown (an atexit one
+    # after it would log "shutdown can only be called once")
+    tracer_provider = SdkTracerProvider(resource=res, shutdown_on_exit=False)
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     meter_provider = SdkMeterProvider(
-        resource=res, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())]
+        resource=res,
+        metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())],
+        shutdown_on_exit=False,
     )
     return OtelBridge(hub, tally, tracer_provider, meter_provider)

@@ -29,7 +29,6 @@ from typing import Protocol
 import trio
 
 from acp_proxy.config import Config
-from acp_proxy.config.io import read_config_bytes
 from acp_proxy.config.reload import apply_reload, policy_digest
 from acp_proxy.core.actions import Audit, AuditEvent
 from acp_proxy.errors import ConfigError, UsageError
@@ -68,7 +67,6 @@ class LivePolicy:
 
     Attributes:
         config: the effective configuration now: new connections start with it.
-        digest: :func:`~acp_proxy.config.reload.policy_digest` of ``config``.
         reloads: successful reloads so far.
     """
 
@@ -84,11 +82,18 @@ class LivePolicy:
         self._path = path
         self._settle_seconds = settle_seconds
         self.config = config
-        self.digest = policy_digest(config)
+        self._digest: str | None = None  # computed when read: it costs cattrs (issue 29)
         self.reloads = 0
         self._load = load
         self._audit = audit
         self._relays: set[Relay] = set()
+
+    @property
+    def digest(self) -> str:
+        """:func:`~acp_proxy.config.reload.policy_digest` of :attr:`config`."""
+        if self._digest is None:
+            self._digest = policy_digest(self.config)
+        return self._digest
 
     @property
     def reloadable(self) -> bool:
@@ -132,7 +137,7 @@ class LivePolicy:
                 ", ".join(restart),
             )
         self.config = effective
-        self.digest = policy_digest(effective)
+        self._digest = policy_digest(effective)
         self.reloads += 1
         relays = list(self._relays)
         for relay in relays:
@@ -172,6 +177,8 @@ class LivePolicy:
 
 def _read(path: str) -> bytes | None:
     """The file's bytes, ``None`` when it cannot be read."""
+    from acp_proxy.config.io import read_config_bytes  # cattrs: only when reloading
+
     try:
         return read_config_bytes(path)
     except ConfigError:
@@ -197,6 +204,8 @@ def _check_settled(data: bytes | None) -> None:
 def _content_digest(path: str) -> str | None:
     """The SHA-256 of the file's bytes (through symlinks), ``None`` when it cannot be read."""
     try:
+        from acp_proxy.config.io import read_config_bytes  # cattrs: only when reloading
+
         return hashlib.sha256(read_config_bytes(path)).hexdigest()
     except ConfigError:
         return None  # not readable, not a regular file, or over MAX_CONFIG_BYTES

@@ -184,26 +184,69 @@ def _describe(o: Outcome) -> str:
     return " ".join(parts)
 
 
+def _event(e: Record) -> str:
+    """``permission_decided: rule R, deny, option reject`` (the rule, action, option
+    of a permission decision when the trace has them), else the event's name."""
+    details = [
+        f"rule {e['rule']}" if e.get("rule") else None,
+        str(e["action"]) if e.get("action") else None,
+        f"option {e['optionId']}" if e.get("optionId") else None,
+    ]
+    shown = ", ".join(d for d in details if d)
+    return f"{e['event']}: {shown}" if shown else str(e["event"])
+
+
 def _events(o: Outcome) -> str:
-    names = [e["event"] for e in o.record.get("events", ())]
-    return f" ({', '.join(names)})" if names else ""
+    names = [_event(e) for e in o.record.get("events", ())]
+    if names:
+        return f" ({'; '.join(names)})"
+    if o.record.get("method") == "session/request_permission" and o.decisions == ("forwarded",):
+        return " (no rule matched: the client asks the user)"
+    return ""
+
+
+def _follow_ons(
+    pairs: list[tuple[Outcome, Outcome | None]],
+) -> dict[tuple[int, int], list[Outcome]]:
+    """Changed responses whose request's decision changed too, by that request: the
+    client's answer to a request the new configuration answered itself is part of
+    that one change, not a second one."""
+    changed = {(o.conn, o.seq) for o, m in pairs if m is None or m.decisions != o.decisions}
+    out: dict[tuple[int, int], list[Outcome]] = {}
+    for o, _mine in pairs:
+        cause = o.record.get("for_seq")
+        if cause is None or (o.conn, o.seq) not in changed or (o.conn, cause) not in changed:
+            continue
+        out.setdefault((o.conn, cause), []).append(o)
+    return out
 
 
 def _lines(
     pairs: list[tuple[Outcome, Outcome | None]], diff: bool, many: bool
 ) -> Iterator[tuple[bool, str]]:
+    replayed = {(o.conn, o.seq): mine for o, mine in pairs}
+    follow = _follow_ons(pairs) if diff else {}
+    folded = {(o.conn, o.seq) for group in follow.values() for o in group}
     for recorded, mine in pairs:
         prefix = f"conn {recorded.conn} " if many else ""
         got = " -> ".join(mine.decisions) if mine is not None else "(not replayed)"
         same = mine is not None and mine.decisions == recorded.decisions
         if diff:
-            if not same:
-                yield (
-                    False,
+            if not same and (recorded.conn, recorded.seq) not in folded:
+                line = (
                     f"{prefix}{_describe(recorded)}: recorded "
                     f"{' -> '.join(recorded.decisions)}{_events(recorded)}, "
-                    f"replayed {got}{_events(mine) if mine else ''}",
+                    f"replayed {got}{_events(mine) if mine else ''}"
                 )
+                for after in follow.get((recorded.conn, recorded.seq), ()):
+                    then = replayed[(after.conn, after.seq)]
+                    now = " -> ".join(then.decisions) if then else "(not replayed)"
+                    line += (
+                        f"; so the client's answer #{after.seq} (recorded "
+                        f"{' -> '.join(after.decisions)}) is {now}"
+                        f"{_events(then) if then else ''}"
+                    )
+                yield False, line
         else:
             yield same, f"{prefix}{_describe(recorded)}: {got}{_events(mine) if mine else ''}"
 

@@ -90,6 +90,30 @@ def _log_audit(a: Audit) -> None:
         log.debug("%s", _cut(f"{a.event} {a.direction or ''} {_brief(a.fields)}"))
 
 
+#: audit events of a decision the proxy took in the user's place (issue 32): logged at info
+_DECISIONS = frozenset(
+    {AuditEvent.PERMISSION_DECIDED, AuditEvent.REQUEST_REFUSED, AuditEvent.MUTATION_REJECTED}
+)
+
+#: the fields such a log line names, in this order
+_DECISION_FIELDS = ("rule", "action", "optionId", "method", "id", "sessionId", "reason")
+
+
+def _log_decision(a: Audit) -> None:
+    """An info line for a request the proxy refused or answered for the user: the rule
+    and the request (a permission request forwarded to the user is not one)."""
+    fields = a.fields
+    asked = fields.get("optionId") is None and fields.get("outcome") is None
+    if a.event is AuditEvent.PERMISSION_DECIDED and asked:
+        return  # the user decides
+    flush_log_summaries()
+    if LOG_THROTTLE.allow(f"decision {a.event}"):
+        named = {k: fields.get(k) for k in _DECISION_FIELDS}
+        if a.event is AuditEvent.MUTATION_REJECTED and named["rule"] is None:
+            named["rule"] = "[enforcement] child allowlist"
+        log.info("%s", _cut(f"decided for the user: {a.event} {_brief(named)}"))
+
+
 def _log_held_dropped(a: Audit) -> None:
     """A warning for held traffic dropped on expiry, as the core reports released traffic.
 
@@ -115,8 +139,9 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
     """Carries out audit and report actions; returns the sends grouped by peer.
 
     Audit records go to ``audit`` (and, at debug level, to the log; held
-    traffic dropped on expiry also as a warning); reports go to the log at
-    their level (the ``info`` ones are the life-cycle), each line cut to
+    traffic dropped on expiry also as a warning; a decision taken for the user,
+    a refusal or the proxy's own answer, at info with its rule and request);
+    reports go to the log at their level (the ``info`` ones are the life-cycle), each line cut to
     :data:`LOG_LINE_LIMIT` characters and rate-limited per kind
     (:data:`LOG_THROTTLE`). Sends keep
     their order within each peer.
@@ -131,6 +156,7 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
     to_client: list[bytes] = []
     to_agent: list[bytes] = []
     debug = log.isEnabledFor(logging.DEBUG)
+    info = log.isEnabledFor(logging.INFO)
     for a in actions:
         if type(a) is Send:
             # identity tests: hashing an Enum member runs Python code
@@ -140,6 +166,8 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
                 audit.write(a)
             if debug:
                 _log_audit(a)
+            if a.event in _DECISIONS and info:
+                _log_decision(a)
             if a.event is AuditEvent.HOLD_EXPIRED:
                 _log_held_dropped(a)
         elif type(a) is Report:

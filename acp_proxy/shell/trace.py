@@ -21,6 +21,7 @@ from typing import IO, Any
 import msgspec
 
 from acp_proxy.core.trace import Record, header
+from acp_proxy.shell.timefmt import iso_utc
 
 __all__ = ["TraceWriter", "encode_record"]
 
@@ -57,7 +58,7 @@ class TraceWriter:
         self._line(
             header(
                 include_content,
-                started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                started=iso_utc(),
                 **(context or {}),
             )
         )

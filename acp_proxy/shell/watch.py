@@ -20,9 +20,17 @@ from acp_proxy.config import Config
 from acp_proxy.config.files import check_writable
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.observe import Hub, Tally, current
-from acp_proxy.shell.trace import TraceWriter
 
-__all__ = ["alongside", "open_hub"]
+__all__ = ["OTEL_MISSING", "alongside", "open_hub"]
+
+#: the error for --otel without the otel extra (README "OpenTelemetry": acp-proxy is
+#: not on PyPI, so the extra is installed from the clone, the git URL or the wheel)
+OTEL_MISSING = (
+    "--otel ([telemetry] enabled) needs the otel extra where acp-proxy is installed: "
+    "pip install '.[otel]' in a clone, uv tool install --force \"acp-proxy[otel] @ git+URL\", "
+    "or pipx inject acp-proxy opentelemetry-sdk opentelemetry-exporter-otlp-proto-http "
+    '(README "OpenTelemetry")'
+)
 
 
 def open_hub(cfg: Config, run_id: str) -> Hub | None:
@@ -33,6 +41,8 @@ def open_hub(cfg: Config, run_id: str) -> Hub | None:
     """
     trace = None
     if cfg.trace.path:
+        from acp_proxy.shell.trace import TraceWriter  # only when tracing (issue 29)
+
         check_writable(cfg.trace.path, "trace file")
         try:
             trace = TraceWriter.open(
@@ -50,10 +60,7 @@ def open_hub(cfg: Config, run_id: str) -> Hub | None:
         try:
             from acp_proxy.shell.otel import open_bridge
         except ImportError as exc:
-            raise UsageError(
-                "--otel ([telemetry] enabled) needs the otel extra: "
-                f"pip install 'acp-proxy[otel]' ({exc})"
-            ) from None
+            raise UsageError(f"{OTEL_MISSING} ({exc})") from None
         hub.others.append(open_bridge(hub, tally))
     return hub if hub.active else None
 

@@ -79,10 +79,11 @@ def test_missing_agent_command_exits_2_with_the_helpful_sentence() -> None:
 
 
 def test_agent_that_exists_but_cannot_start_exits_127(tmp_path: Path) -> None:
-    """An agent executable the system cannot run (here: its interpreter is missing)
-    gives exit status 127 and a message on stderr."""
+    """An agent executable the system cannot run (here: no known executable format)
+    gives exit status 127 and a message on stderr. (A missing #! interpreter is a
+    usage error: tests/e2e/test_newuser_messages.py.)"""
     agent = tmp_path / "agent"
-    agent.write_text("#!/nonexistent/interpreter\n")
+    agent.write_bytes(b"\x00\x01 not an executable format\n")
     agent.chmod(0o755)
     r = run("--", str(agent))
     assert r.returncode == 127, r.stderr

@@ -74,7 +74,7 @@ async def test_agent_killed_mid_turn_answers_pending_requests(tmp_path: Path) ->
                 proxy, agent, update("S1", sessionUpdate="agent_message_chunk", content={})
             )
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
-            reason = "agent exited with status 137"
+            reason = "agent was killed by signal 9 (SIGKILL)"
             assert await proxy.out.recv_json() == _error(
                 2,
                 -32603,
@@ -228,10 +228,11 @@ async def test_agent_output_is_drained_after_exit_however_slow_the_client(
 
 
 async def test_agent_command_that_cannot_be_started(tmp_path: Path) -> None:
-    """An agent executable that cannot be started (its interpreter is missing): exit
-    status 127 and a message on stderr."""
+    """An agent executable that cannot be started (neither a binary nor a #! script): exit
+    status 127 and a message on stderr. (A missing #! interpreter is a usage error:
+    tests/e2e/test_newuser_messages.py.)"""
     agent = tmp_path / "agent-binary"
-    agent.write_text("#!/nonexistent/interpreter\n")
+    agent.write_bytes(b"\x00\x01 not an executable format\n")
     agent.chmod(0o755)
     with trio.fail_after(TIMEOUT):
         async with open_proxy([*proxy_command(), str(agent)]) as proxy:
@@ -273,7 +274,7 @@ async def test_agent_closing_stdout_but_running_on_is_terminated(tmp_path: Path)
     with trio.fail_after(TIMEOUT):
         async with open_proxy(cmd) as proxy:
             await proxy.send(req(0, "initialize", {"protocolVersion": 1}))
-            reason = "agent exited with status 143"
+            reason = "agent was killed by signal 15 (SIGTERM)"
             assert await proxy.out.recv_json() == _error(
                 0,
                 -32603,

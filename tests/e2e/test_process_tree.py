@@ -168,14 +168,15 @@ async def test_second_sigint_escalates_to_sigterm(tmp_path: Path) -> None:
 
 
 async def test_agent_killed_by_sigterm_kills_the_proxy_with_sigterm() -> None:
-    """An agent that dies of SIGTERM: the client sees the proxy killed by signal 15, not 143;
+    """An agent that dies of SIGTERM: the client sees it killed by signal 15, not 143;
     --log-level info names the start (pid, command) and the signal."""
     agent = "import os, signal, sys\nsys.stdin.readline()\nos.kill(os.getpid(), signal.SIGTERM)\n"
     with trio.fail_after(TIMEOUT):
         async with open_proxy(_agent_cmd(None, agent, "--log-level", "info")) as proxy:
             await proxy.send(req(0, "initialize", {"protocolVersion": 1}))
             answer = await proxy.out.recv_json()
-            assert answer["error"]["data"]["reason"].startswith("agent exited with status 143")
+            reason = answer["error"]["data"]["reason"]
+            assert reason.startswith("agent was killed by signal 15 (SIGTERM)")
             await proxy.wait()
             assert proxy.process.returncode == -signal.SIGTERM
             err = (await proxy.all_stderr()).decode()

@@ -288,8 +288,14 @@ def test_otel_is_off_by_default_and_on_with_the_setting(monkeypatch: pytest.Monk
 def test_otel_without_the_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "acp_proxy.shell.otel")
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails
-    with pytest.raises(UsageError, match=r"pip install 'acp-proxy\[otel\]'"):
+    with pytest.raises(UsageError) as err:
         open_hub(Config(telemetry=TelemetryConfig(enabled=True)), "run")
+    assert str(err.value).startswith(
+        "--otel ([telemetry] enabled) needs the otel extra where acp-proxy is installed: "
+        "pip install '.[otel]' in a clone, uv tool install --force \"acp-proxy[otel] @ "
+        'git+URL", or pipx inject acp-proxy opentelemetry-sdk '
+        'opentelemetry-exporter-otlp-proto-http (README "OpenTelemetry") ('
+    )
 
 
 LOADED = (

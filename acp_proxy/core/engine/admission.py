@@ -53,8 +53,10 @@ class AdmissionGate:
         self.configure(config)
 
     def configure(self, config: Config) -> None:
-        """Builds the policy from ``config`` (also on a reload)."""
+        """Builds the policy from ``config`` (also on a reload, which can switch the
+        ``policy.mode``)."""
         self.policy = AdmissionPolicy(config.admission)
+        self.observe = config.policy.mode == "observe"
 
     def bind(self, principal: str | None, remote: bool, resolve: Resolve | None) -> None:
         """Binds the connection's principal, place and resolver (the shell, once)."""
@@ -72,10 +74,22 @@ class AdmissionGate:
             params = bounded_members(params[VIEW_KEY]) or {}
         return self.policy.decide(params, self.principal, self.resolve)
 
-    def refuse(self, m: Message, decision: Decision, out: list[Action]) -> None:
-        """Answers ``m`` with the refusal (or drops it if its id is in flight), audited."""
+    def refuse(self, m: Message, decision: Decision, out: list[Action]) -> bool:
+        """Answers ``m`` with the refusal (or drops it if its id is in flight), audited.
+
+        With ``policy.mode = "observe"`` the refusal is audited with
+        ``would_block: true`` and counted per rule, and nothing is answered.
+
+        Returns:
+            True when ``m`` was refused (do not forward); False in observe mode.
+        """
         method = m.method or ""
         data = decision.error_data(method)
+        if self.observe:
+            data["would_block"] = True
+            data["observed"] = True
+            wb = self.ledger.would_block
+            wb[decision.rule] = wb.get(decision.rule, 0) + 1
         self.ledger.audit(
             out,
             AuditEvent.ADMISSION_REFUSED,
@@ -85,4 +99,7 @@ class AdmissionGate:
             verdict=decision.verdict,
             **data,
         )
+        if self.observe:
+            return False
         self.ledger.answer(out, _CLIENT, m.id, self.policy.refuse_code, decision.message, data)
+        return True

@@ -121,8 +121,7 @@ class ClientDirection:
                 return
             if kind is _REQUEST and self.admission is not None:
                 refusal = self.admission.decide(m)
-                if refusal is not None:
-                    self.admission.refuse(m, refusal, out)
+                if refusal is not None and self.admission.refuse(m, refusal, out):
                     return
             if self._roots and kind is _REQUEST and method in SESSION_DIRECTORY_METHODS:
                 outside = directories_outside(m.params, self._roots)

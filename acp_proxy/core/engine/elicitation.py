@@ -46,6 +46,7 @@ class ElicitationGate:
     def configure(self, config: Config) -> None:
         """Builds the rules from ``config`` (also on a reload)."""
         self.rules = ElicitationRules(config.elicitation)
+        self.observe = config.policy.mode == "observe"
         self._max_remembered = config.limits.max_pending_requests
 
     def decide(self, m: Message, out: list[Action]) -> bool:
@@ -64,6 +65,12 @@ class ElicitationGate:
         if verdict is None:
             return False
         rid = m.id
+        fields = verdict.audit_fields()
+        if self.observe:  # policy.mode = "observe": decided and audited, then forwarded
+            fields["would_block"] = True
+            fields["observed"] = True
+            wb = self.ledger.would_block
+            wb[verdict.rule] = wb.get(verdict.rule, 0) + 1
         self.ledger.audit(
             out,
             AuditEvent.ELICITATION_DECLINED,
@@ -71,8 +78,10 @@ class ElicitationGate:
             id=rid,
             sessionId=m.session_id,
             method=m.method,
-            **verdict.audit_fields(),
+            **fields,
         )
+        if self.observe:
+            return False
         self.ledger.inflight.pop(_AGENT, rid)
         answered = self.permissions.answered
         answered[rid] = verdict.rule

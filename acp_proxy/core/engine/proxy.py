@@ -436,8 +436,8 @@ class ProxyCore:
             ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=None, reason=reason)
             ledger.answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
             return
-        items = m.items  # () for a batch over limits.dense_message_bytes: not read
-        count = max(1, len(items))
+        items = m.items  # the elements that may be requests; the others are not read
+        count = max(1, m.elements or len(items))
         n.accepted += count
         answered = 0
         for item in items:

@@ -107,6 +107,7 @@ from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
 from acp_proxy.core.wire.views import OPAQUE
 
 __all__ = [
+    "DECISION_META_KEY",
     "Decision",
     "Policy",
     "SessionContext",
@@ -995,19 +996,29 @@ def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bo
 # --- answers -------------------------------------------------------------------
 
 
+#: the ``_meta`` key of the proxy's own answer to a permission request (namespaced:
+#: ACP's extensibility rules reserve unprefixed keys)
+DECISION_META_KEY = "acp-proxy/decision"
+
+
 def answer_frame(rid: JsonId, decision: Decision) -> bytes:
     """The proxy's answer to the agent for an ``"answer"`` or ``"refuse"`` decision.
 
-    ``"answer"``: ``{"outcome": {"outcome": "selected", "optionId": ...}}``
-    (the same in v1 and v2). ``"refuse"``: a JSON-RPC error whose message
-    names the rule and whose ``data`` holds ``rule``, ``method``.
+    ``"answer"``: ``{"outcome": {"outcome": "selected", "optionId": ...},
+    "_meta": {"acp-proxy/decision": {"rule": ..., "action": ...}}}`` (the same
+    in v1 and v2, whose ``RequestPermissionResponse`` allows ``_meta``), so an
+    agent or client that shows ``_meta`` can say which rule answered.
+    ``"refuse"``: a JSON-RPC error whose message names the rule and whose
+    ``data`` holds ``rule``, ``method``.
 
     Raises:
         ValueError: the decision forwards the request (nothing to answer).
     """
     if decision.option_id is not None:
         outcome = {"outcome": "selected", "optionId": decision.option_id}
-        return dumps({"jsonrpc": "2.0", "id": rid, "result": {"outcome": outcome}})
+        why = {"rule": decision.rule, "action": decision.rule_action or decision.action}
+        result = {"outcome": outcome, "_meta": {DECISION_META_KEY: why}}
+        return dumps({"jsonrpc": "2.0", "id": rid, "result": result})
     if decision.error_code is not None:
         message = (
             f"acp-proxy: {decision.method} refused by permission rule {decision.rule}"

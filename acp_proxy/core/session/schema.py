@@ -10,16 +10,37 @@ v2 unstable schema (docs/protocol.md section 4).
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import cattrs
 
 from acp_proxy.core.session.patch import UNSET, Unset
 
-__all__ = ["SubagentUpdate", "converter", "view_subagent_update"]
+if TYPE_CHECKING:
+    import cattrs
 
-converter = cattrs.Converter(forbid_extra_keys=False)
+__all__ = ["SubagentUpdate", "make_converter", "view_subagent_update"]
+
+
+@functools.cache
+def make_converter() -> cattrs.Converter:
+    """The strict converter of the views, built on first use (cattrs costs start-up time
+    a proxy whose agent sends no ``subagent_update`` never needs; issue 29)."""
+    import cattrs
+
+    conv = cattrs.Converter(forbid_extra_keys=False)
+    for tp in (str, int, bool, float):
+        conv.register_structure_hook(tp, _exact(tp))
+    conv.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
+    conv.register_structure_hook_func(lambda t: t == list[str], _str_list)
+    return conv
+
+
+def __getattr__(name: str) -> Any:
+    if name == "converter":  # the module attribute, built lazily
+        return make_converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _exact(tp: type) -> Any:
@@ -31,26 +52,16 @@ def _exact(tp: type) -> Any:
     return hook
 
 
-for _tp in (str, int, bool, float):
-    converter.register_structure_hook(_tp, _exact(_tp))
-
-
 def _object(value: Any, _t: Any) -> dict[str, Any]:
     if type(value) is not dict:
         raise TypeError("expected an object")
     return value
 
 
-converter.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
-
-
 def _str_list(value: Any, _t: Any) -> list[str]:
     if type(value) is not list or any(type(v) is not str for v in value):
         raise TypeError("expected an array of strings")
     return value
-
-
-converter.register_structure_hook_func(lambda t: t == list[str], _str_list)
 
 
 @attrs.frozen
@@ -111,6 +122,9 @@ def view_subagent_update(update: dict[str, Any]) -> SubagentUpdate | None:
         return None
     fields: dict[str, Any] = {}
     malformed: list[str] = []
+    converter = make_converter()
+    from cattrs import BaseValidationError
+
     for wire, (attr, tp) in PATCH_FIELDS.items():
         if wire not in update:
             continue
@@ -120,7 +134,7 @@ def view_subagent_update(update: dict[str, Any]) -> SubagentUpdate | None:
             continue
         try:
             fields[attr] = converter.structure(value, tp)
-        except (cattrs.BaseValidationError, TypeError, ValueError):
+        except (BaseValidationError, TypeError, ValueError):
             malformed.append(wire)
             continue
         if attr == "state" and not _valid_state(fields[attr]):

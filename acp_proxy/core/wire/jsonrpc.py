@@ -40,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from acp_proxy.core.wire.batch import batch_shape, request_spans
 from acp_proxy.core.wire.guard import (
     SNAKE_PARAMS_KEY,
     SNAKE_UPDATE_KEYS,
@@ -155,12 +156,15 @@ class Message:
             snake_case (see module doc); ``reason`` then says which.
         malformed_error: True for an error response whose ``error`` lacks an
             integer ``code`` or a string ``message`` (forwarded, but counted).
-        items: the classified elements of a ``BATCH``.
+        items: the classified elements of a ``BATCH`` that can be requests (objects
+            with an ``id`` member; :func:`~acp_proxy.core.wire.batch.scan_batch`).
+        elements: how many elements a ``BATCH`` holds (0 otherwise).
     """
 
     __slots__ = (
         "ambiguous",
         "body",
+        "elements",
         "id",
         "items",
         "kind",
@@ -192,6 +196,7 @@ class Message:
         self.ambiguous = False
         self.malformed_error = False
         self.items: Sequence[Message] = ()
+        self.elements = 0
 
     @property
     def session_id(self) -> str | None:
@@ -436,6 +441,8 @@ def parse(
     """
     if len(raw) > dense_bytes:
         return _parse_large(raw, dense_bytes, min_bytes_per_value, max_depth)
+    if raw[:1] != b"{" and _lead(raw) == b"[":
+        return _parse_batch(raw, dense_bytes, min_bytes_per_value, max_depth)
     try:
         body = _fast_loads(raw)
     except RecursionError:
@@ -468,6 +475,8 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_dep
     MiB), so a large frame gets the verdict a small one would, whatever the
     view decodes.
     """
+    if _lead(raw) == b"[":  # a batch: its own checks, none of them a walk over the tokens
+        return _parse_batch(raw, dense_bytes, min_bytes_per_value, max_depth)
     if raw.count(b"{") + raw.count(b"[") > max_depth and nesting_exceeds(raw, max_depth):
         return too_deep(raw, max_depth)
     if not strict_utf8(raw):
@@ -477,10 +486,7 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_dep
         return m
     if _LONG_NUMBER.search(raw):  # as the whole-frame decoders refuse it (Python's limit)
         return _long_integer(raw)
-    first = _FIRST.match(raw)
-    lead = raw[first.end() : first.end() + 1] if first is not None else b""
-    if lead == b"[":
-        return Message(raw, _BATCH, None)  # refused whole; its elements are not read
+    lead = _lead(raw)
     if lead != b"{":
         m = Message(raw, _INVALID, None)
         m.reason = "not a JSON object"
@@ -504,6 +510,56 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_dep
             m.ambiguous = True
         m.reason = reason  # an unreadable id stays invalid: answered under null
     return m
+
+
+def _lead(raw: bytes) -> bytes:
+    """The first byte of ``raw`` past JSON whitespace (``b""`` if none)."""
+    first = _FIRST.match(raw)
+    return raw[first.end() : first.end() + 1] if first is not None else b""
+
+
+_VALIDATE = msgspec.json.Decoder(msgspec.Raw)  # checks a whole frame, builds nothing
+
+
+def _parse_batch(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_depth: int) -> Message:
+    """:func:`parse` for a frame whose first byte is ``[``: a batch, refused whole, so its
+    elements are never built (:mod:`~acp_proxy.core.wire.batch`). Only the object
+    elements with an ``id`` member are parsed, each on its own bytes (spelled as they
+    came), so that an agent's requests can be answered. The frame gets the verdict it
+    would get whole first: too deep, not JSON, not strict UTF-8, a too long integer."""
+    try:
+        _VALIDATE.decode(raw)
+    except RecursionError:
+        return too_deep(raw, max_depth)
+    except msgspec.DecodeError as exc:
+        if raw.count(b"{") + raw.count(b"[") > max_depth and nesting_exceeds(raw, max_depth):
+            return too_deep(raw, max_depth)
+        m = Message(raw, _INVALID, None)
+        m.parse_error = True
+        m.reason = f"not valid JSON: {_short(str(exc))}" if strict_utf8(raw) else _NOT_STRICT_UTF8
+        return m
+    elements = batch_shape(raw, max_depth)
+    if elements is None:
+        return too_deep(raw, max_depth)
+    if not strict_utf8(raw):
+        m = Message(raw, _INVALID, None)
+        m.parse_error = True
+        m.reason = _NOT_STRICT_UTF8
+        return m
+    if _LONG_NUMBER.search(raw):
+        return _long_integer(raw)
+    if elements == 0:
+        m = Message(raw, _INVALID, None)
+        m.reason = "empty batch"
+        return m
+    m = Message(raw, _BATCH, None)
+    m.elements = elements
+    spans = request_spans(raw)
+    m.items = [parse(raw[a:b], dense_bytes, min_bytes_per_value, max_depth) for a, b in spans]
+    return m
+
+
+_NOT_STRICT_UTF8 = "not valid JSON: not strict UTF-8"
 
 
 def _long_integer(raw: bytes) -> Message:
@@ -541,7 +597,7 @@ def canonical(
     frame over ``dense_bytes``, which :func:`parse` measures first, and a
     frame nested deeper than ``max_depth``, which :func:`parse` refuses).
     """
-    if len(raw) > dense_bytes:
+    if len(raw) > dense_bytes or raw[:1] != b"{":  # not an object: parse (a batch unbuilt)
         return None
     try:
         body = _fast_loads(raw)

@@ -132,6 +132,18 @@ def _fits(value: msgspec.Raw, max_depth: int) -> bool:
     return not nested_deeper_than(decoded, max_depth)
 
 
+def _may_hold_a_batch(data: bytes) -> bool:
+    """True when a line of ``data`` may be a JSON array (starts with ``[``, or with
+    whitespace, which no canonical line does): a few byte searches, no decode."""
+    return (
+        (data[:1] != b"" and data[:1] in b"[ \t\r")
+        or b"\n[" in data
+        or b"\n " in data
+        or b"\n\t" in data
+        or b"\n\r" in data
+    )
+
+
 def plain_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Any] | None:
     """The decoded lines of ``data`` when every one is exactly canonical JSON.
 
@@ -146,6 +158,8 @@ def plain_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Any] | No
         One value per line, in order, or ``None`` (also when a line nests
         deeper than ``max_depth``: :func:`~acp_proxy.core.wire.jsonrpc.parse` refuses it).
     """
+    if _may_hold_a_batch(data):
+        return None  # parse reads a batch without building it; a run decode would
     try:
         bodies: list[Any] = _decode_lines(data)
     except (msgspec.DecodeError, RecursionError):

@@ -459,6 +459,7 @@ class _Listener:
         """Binds the connection's principal to ``core`` (remote; directories resolved
         on this machine's filesystem, symlinks followed)."""
         core.admission.bind(c.principal, True, os.path.realpath)
+        core.budgets.principal = c.principal  # the budget store's key by default (issue 28)
         return core
 
     def reload_tokens(self, trigger: str, nursery: trio.Nursery) -> bool:
@@ -560,7 +561,7 @@ class _Listener:
                 why = self._client_close(client)
             else:
                 status = result.agent_status
-                why = f"agent exited with status {status}"
+                why = agent.exit_reason
                 await client.aclose(CLOSE_NORMAL if status == 0 else CLOSE_INTERNAL_ERROR, why)
             await agent.stop_group(cfg.process.grace_seconds, cfg.process.kill_after_seconds)
             self._closed(c, why)

@@ -20,6 +20,7 @@ from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.reload import LivePolicy, watch_config
+from acp_proxy.shell.spawn import EarlyStart, release_signals
 from acp_proxy.shell.transport.base import FrameTransport
 from acp_proxy.shell.transport.process import STDERR_TAIL_BYTES, AgentProcess, AgentSignalled
 from acp_proxy.shell.transport.stdio import open_stdio_transport
@@ -27,6 +28,13 @@ from acp_proxy.shell.transport.stdio import open_stdio_transport
 __all__ = ["agent_relay", "forward_signals", "run_stdio_process", "with_stderr_tail"]
 
 log = logging.getLogger("acp_proxy")
+
+
+#: logged on SIGHUP without --config (the agent does not get it: it would end the session)
+NOTHING_TO_RELOAD = (
+    "SIGHUP: there is nothing to reload without --config, so the session goes on "
+    "(start the proxy with --config FILE to reload its policy on SIGHUP)"
+)
 
 
 async def forward_signals(
@@ -37,12 +45,13 @@ async def forward_signals(
     """Passes the signals a terminal would send the agent on to its process group, until
     cancelled.
 
-    SIGINT, SIGTERM and SIGHUP go to the whole group (once: the agent is in
+    SIGINT and SIGTERM go to the whole group (once: the agent is in
     its own session, out of the terminal's reach). A second SIGINT escalates
     to SIGTERM. After a SIGTERM, anything of the group still running
     ``kill_after_seconds`` later is killed (an agent ignoring SIGTERM must
     not keep the proxy alive). Each step is logged at info. With ``on_hup``
-    (a config file to reload), SIGHUP runs it instead of reaching the agent.
+    (a config file to reload), SIGHUP runs it instead of reaching the agent;
+    without, SIGHUP is logged (:data:`NOTHING_TO_RELOAD`) and goes nowhere.
     """
 
     async def kill_later() -> None:
@@ -52,11 +61,15 @@ async def forward_signals(
 
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            release_signals()  # one held since an early start is delivered now, to this receiver
             interrupted = terminating = False
             async for signum in signals:
                 if signum == signal.SIGHUP and on_hup is not None:
                     log.info("SIGHUP: reloading the policy (not passed on to the agent)")
                     nursery.start_soon(on_hup)
+                    continue
+                if signum == signal.SIGHUP:
+                    log.warning(NOTHING_TO_RELOAD)
                     continue
                 name = signal.Signals(signum).name
                 if signum == signal.SIGINT and interrupted and not terminating:
@@ -99,7 +112,7 @@ def agent_relay(
         return await agent.stop(grace, kill_after)
 
     async def exit_detail(status: int | None) -> str:
-        detail = f"agent exited with status {status}"
+        detail = agent.exit_reason
         if core.protocol_version is not None or not core.pending_requests(Peer.CLIENT):
             return detail
         await agent.wait_stderr(grace)
@@ -136,6 +149,7 @@ async def run_stdio_process(
     *,
     live: LivePolicy | None = None,
     watch: str | None = None,
+    early: EarlyStart | None = None,
 ) -> int:
     """Runs the stdio <-> subprocess topology until the agent's group has ended.
 
@@ -154,6 +168,9 @@ async def run_stdio_process(
         live: the policy in force and how to reload it (default: ``config``,
             nothing to reload).
         watch: a config file whose changes reload the policy (``--watch-config``).
+        early: the agent, already started from ``agent_command`` by the command
+            line (:func:`~acp_proxy.shell.spawn.start_early`), else
+            ``None``: it is started here.
 
     Returns:
         The proxy's exit status: the agent's, or 127 when the agent cannot be
@@ -163,7 +180,10 @@ async def run_stdio_process(
         AgentSignalled: the agent died of a signal (the proxy should too).
     """
     try:
-        agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
+        if early is not None:
+            agent = AgentProcess.adopt(early, config.limits.max_message_bytes)
+        else:
+            agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
     except OSError as exc:
         log.error("cannot start agent %r: %s", agent_command[0], exc)
         return 127

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import fcntl
 import logging
 import os
@@ -32,10 +31,11 @@ import signal
 import subprocess
 import sys
 import termios
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import trio
 
+from acp_proxy.shell.spawn import EarlyStart, spawn
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
 
 __all__ = [
@@ -147,52 +147,6 @@ class _StderrRelay:
                 data = data[os.write(2, data) :]
         except OSError:
             self._broken = True  # the proxy's stderr is gone: keep reading, stop writing
-
-
-def _load_prctl() -> Callable[[int, int], int] | None:
-    if sys.platform != "linux":
-        return None
-    try:
-        prctl: Callable[[int, int], int] = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return prctl
-
-
-_PR_SET_PDEATHSIG = 1
-# Resolved here, in the proxy: the child may only call it (no dlopen after fork).
-_PRCTL = _load_prctl()
-
-
-def _die_with_parent() -> None:
-    """In the agent, before exec: SIGKILL it when the proxy dies (Linux ``prctl``).
-
-    So an agent is never orphaned, even when the proxy is SIGKILLed and the
-    agent ignores SIGTERM. Elsewhere this does nothing. The kernel sends the
-    signal when the *thread* that forked the agent ends, so :func:`_spawn`
-    must run in the proxy's main (trio) thread, never in a worker thread
-    (trio's idle workers exit after 10 s, which would end the agent with them).
-    """
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _spawn(command: list[str], env: dict[str, str] | None) -> subprocess.Popen[bytes]:
-    """Forks and execs the agent, leader of a new session, from the calling thread
-    (see :func:`_die_with_parent`).
-
-    Raises:
-        OSError: the command cannot be executed.
-    """
-    return subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
 
 
 class AgentChild:
@@ -396,9 +350,26 @@ class AgentProcess:
             OSError: the command cannot be executed (not found, not executable).
         """
         await trio.lowlevel.checkpoint()
-        if env is None and isinstance(command, SandboxedCommand):
-            env = command.env
-        proc = AgentChild(_spawn(list(command), env))  # in this thread: see _die_with_parent
+        # in this (the main) thread: see acp_proxy.shell.spawn
+        return cls._adopt(spawn(command, env), command, max_message_bytes)
+
+    @classmethod
+    def adopt(cls, early: EarlyStart, max_message_bytes: int) -> AgentProcess:
+        """The agent the command line started before the relay (issue 29).
+
+        Raises:
+            OSError: it could not be started (:attr:`EarlyStart.error`).
+        """
+        if early.popen is None:
+            assert early.error is not None
+            raise early.error
+        return cls._adopt(early.popen, early.command, max_message_bytes)
+
+    @classmethod
+    def _adopt(
+        cls, popen: subprocess.Popen[bytes], command: Sequence[str], max_message_bytes: int
+    ) -> AgentProcess:
+        proc = AgentChild(popen)
         log.info("agent started: pid %d: %s", proc.pid, shlex.join(command))
         inner = command.inner if isinstance(command, SandboxedCommand) else None
         return cls(proc, max_message_bytes, inner)
@@ -408,6 +379,14 @@ class AgentProcess:
         """The agent's exit status once it has exited (see :func:`exit_status`)."""
         rc = self.process.returncode
         return None if rc is None else exit_status(rc)
+
+    @property
+    def exit_reason(self) -> str:
+        """``"agent exited with status N"`` or ``"agent was killed by signal N (SIGNAME)"``
+        once the agent has exited (the same words in the log, the audit and the
+        client's error), else ``"agent closed the connection"``."""
+        rc = self.process.returncode
+        return "agent closed the connection" if rc is None else f"agent {describe_exit(rc)}"
 
     @property
     def stderr_tail(self) -> bytes:

@@ -366,6 +366,57 @@ def test_observe_mode_on_permission_rules_and_the_protocol_rules_stay() -> None:
     assert audits(out, "mutation_rejected")
 
 
+def test_observe_mode_on_admission_rules_forwards_and_counts() -> None:
+    """An admission refusal in observe mode is audited with would_block and its rule,
+    counted per rule, and the request reaches the agent byte for byte, unanswered."""
+    cfg = config_from_dict({"policy": {"mode": "observe"}, "admission": {"roots": ["/srv"]}})
+    core = ProxyCore(cfg)
+    core.admission.bind("alice", True, None)
+    frame = req(7, "session/new", {"cwd": "/etc", "mcpServers": []})
+    out = core.receive(CLIENT, frame, 0.0)
+    assert sends(out, AGENT) == [frame]
+    assert sends(out, CLIENT) == []
+    (record,) = audits(out, "admission_refused")
+    assert record.fields["would_block"] is True
+    assert record.fields["rule"] == "admission.roots"
+    assert core.ledger.would_block == {"admission.roots": 1}
+    core.reconfigure(config_from_dict({"admission": {"roots": ["/srv"]}}))
+    out = core.receive(CLIENT, req(8, "session/new", {"cwd": "/etc", "mcpServers": []}), 0.0)
+    assert sends(out, AGENT) == []
+    assert decoded(sends(out, CLIENT)[0])["error"]["data"]["rule"] == "admission.roots"
+    assert_accounting(core)
+
+
+def test_observe_mode_on_elicitation_rules_forwards_and_counts() -> None:
+    """A URL-mode elicitation to a host no rule allows is shown to the client in observe
+    mode (audited would_block with its rule), not declined."""
+    cfg = config_from_dict({"policy": {"mode": "observe"}, "elicitation": {"url_hosts": []}})
+    core = ProxyCore(cfg)
+    open_session(core, "s1")
+    params = {
+        "sessionId": "s1",
+        "mode": "url",
+        "url": "https://evil.example/login",
+        "message": "sign in",
+        "elicitationId": "e1",
+    }
+    frame = req("e", "elicitation/create", params)
+    out = core.receive(AGENT, frame, 0.0)
+    assert sends(out, CLIENT) == [frame]
+    assert sends(out, AGENT) == []
+    (record,) = audits(out, "elicitation_declined")
+    assert record.fields["would_block"] is True
+    assert core.ledger.would_block == {"elicitation.url_hosts": 1}
+    core.reconfigure(config_from_dict({"elicitation": {"url_hosts": []}}))
+    out = core.receive(AGENT, req("f", "elicitation/create", params), 0.0)
+    assert sends(out, CLIENT) == []
+    assert decoded(sends(out, AGENT)[0]) == {
+        "jsonrpc": "2.0",
+        "id": "f",
+        "result": {"action": "decline"},
+    }
+
+
 def test_a_reload_switches_the_mode() -> None:
     """reconfigure from observe to enforce makes the next decision block."""
     core = core_with("observe", prompts_per_window=1)

@@ -109,7 +109,10 @@ def test_v1_tool_kind_deny_answers_with_reject_once() -> None:
     assert json.loads(answer_frame(7, d)) == {
         "jsonrpc": "2.0",
         "id": 7,
-        "result": {"outcome": {"outcome": "selected", "optionId": "ro"}},
+        "result": {
+            "outcome": {"outcome": "selected", "optionId": "ro"},
+            "_meta": {"acp-proxy/decision": {"rule": "no-fetch", "action": "deny"}},
+        },
     }
 
 

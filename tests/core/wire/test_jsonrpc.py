@@ -77,12 +77,24 @@ def test_result_with_null_id_is_invalid() -> None:
     assert parse(b'{"jsonrpc":"2.0","id":null,"result":1}').kind is Kind.INVALID
 
 
-def test_batch_items_are_classified() -> None:
-    """A JSON array is a batch; each element is classified on its own."""
-    m = parse(b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"},5]')
+def test_batch_elements_are_counted_and_only_those_with_an_id_are_read() -> None:
+    """A JSON array is a batch: its elements are counted; the object elements with an id
+    member (the only ones that can be requests) are classified, each on its own bytes."""
+    m = parse(
+        b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"},5,'
+        b' {"jsonrpc":"2.0", "i\\u0064":"r,2","method":"c"}, "x,]"]'
+    )
     assert m.kind is Kind.BATCH
-    assert [i.kind for i in m.items] == [Kind.REQUEST, Kind.NOTIFICATION, Kind.INVALID]
-    assert json.loads(m.items[0].raw) == {"jsonrpc": "2.0", "id": 1, "method": "a"}
+    assert m.elements == 5
+    assert [(i.kind, i.id) for i in m.items] == [(Kind.REQUEST, 1), (Kind.REQUEST, "r,2")]
+    assert m.items[0].raw == b'{"jsonrpc":"2.0","id":1,"method":"a"}'
+    assert m.items[1].raw == b'{"jsonrpc":"2.0", "i\\u0064":"r,2","method":"c"}'
+
+
+def test_an_id_inside_an_element_is_not_its_id() -> None:
+    """An ``id`` nested in an element (or in a nested array) does not make it a request."""
+    m = parse(b'[{"params":{"id":1},"method":"m","jsonrpc":"2.0"},[{"id":2,"method":"m"}],{}]')
+    assert (m.kind, m.elements, m.items) == (Kind.BATCH, 3, [])
 
 
 def test_empty_batch_is_invalid() -> None:
@@ -94,7 +106,7 @@ def test_nested_batch_element_is_invalid() -> None:
     """An array inside a batch is an invalid element, never a batch of its own."""
     m = parse(b'[[{"jsonrpc":"2.0","id":1,"method":"session/cancel"}]]')
     assert m.kind is Kind.BATCH
-    assert [i.kind for i in m.items] == [Kind.INVALID]
+    assert (m.elements, m.items) == (1, [])
 
 
 @pytest.mark.parametrize("raw", [b"1", b'"x"', b"null", b"true"])
@@ -230,7 +242,9 @@ def test_escaped_method_value_is_decoded() -> None:
 
 def test_ambiguous_batch_element_is_flagged() -> None:
     """Inside a batch, each element with duplicate decision keys is flagged on its own."""
-    m = parse(b'[{"jsonrpc":"2.0","method":"a","method":"b"},{"jsonrpc":"2.0","method":"c"}]')
+    m = parse(
+        b'[{"jsonrpc":"2.0","id":1,"method":"a","method":"b"},{"jsonrpc":"2.0","id":2,"method":"c"}]'
+    )
     assert [i.ambiguous for i in m.items] == [True, False]
 
 
@@ -442,7 +456,8 @@ def test_compact_frames_without_repeats_classify_as_the_strict_parser_does(
     ("raw", "value"),
     [
         (b'{"jsonrpc":"2.0","method":"n","params":{"sessionId":"S"}}', "same"),
-        (b'[1,{"a":"\xc3\xa9"}]', "same"),
+        (b'{"a":[1,{"b":"\xc3\xa9"}]}', "same"),
+        (b'[1,{"a":"\xc3\xa9"}]', None),  # not an object: parse reads it (a batch)
         (b'{"a":1,"a":2}', None),
         (b'{"\\u0061":1}', None),
         (b'{"a": 1}', None),

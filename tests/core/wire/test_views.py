@@ -230,15 +230,15 @@ def test_a_large_frame_with_a_lone_surrogate_escape_is_a_parse_error() -> None:
 
 
 def test_a_large_agent_batch_is_dropped_unread() -> None:
-    """An agent array over the threshold is dropped whole (one audit record), its elements
-    never read."""
+    """An agent array over the threshold is dropped whole (one audit record counting its
+    elements), its notifications never read."""
     c = core(False)
     batch = b"[" + b",".join([chunk("P", "x" * 100)] * 20000) + b"]"
     assert len(batch) > MIB
     out = c.receive(AGENT, batch, 0.0)
     assert sends(out) == []
     [rec] = audits(out, "batch_refused")
-    assert rec.fields["count"] == 1
+    assert (rec.fields["count"], rec.fields["answered"]) == (20000, 0)
     assert_accounting(c)
 
 

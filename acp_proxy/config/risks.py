@@ -1,0 +1,82 @@
+"""Settings that are valid but risky: ``check-config`` warns about them (exit 0).
+
+Issue 32 item 5: an ``allow`` rule with no matcher (it answers every request of
+its method, with ``allow_always`` too when listed), a JSON-RPC error code that
+the JSON-RPC 2.0 specification (section 5.1) reserves for something else, a
+``limits.max_message_bytes`` too small for an ``initialize``. Pure: a function
+of the loaded :class:`~acp_proxy.config.Config`.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from acp_proxy.config.model import Config, PermissionRule
+
+__all__ = ["MIN_SENSIBLE_MESSAGE_BYTES", "risky_settings"]
+
+#: below this ``limits.max_message_bytes`` (bytes) an agent's ``initialize`` answer
+#: (capabilities, auth methods, ``_meta``) may not fit: every session would fail
+MIN_SENSIBLE_MESSAGE_BYTES = 64 * 1024
+
+#: codes JSON-RPC 2.0 predefines (parse error, invalid request, method not found,
+#: invalid params, internal error)
+_PREDEFINED = frozenset((-32700, -32600, -32601, -32602, -32603))
+
+#: what a rule may match on (every :class:`PermissionRule` attribute but these)
+_NOT_MATCHERS = frozenset(("action", "name", "method", "option", "ask_timeout_seconds"))
+
+
+def _rule_label(index: int, rule: PermissionRule) -> str:
+    return f"rule {rule.name!r}" if rule.name else f"rule {index + 1} (unnamed)"
+
+
+def _code_warning(key: str, code: int) -> str | None:
+    if code == 0:
+        return (
+            f"{key} = 0 is not a JSON-RPC error code clients recognise: "
+            "use -32601 (method not found) or -32600 (invalid request)"
+        )
+    if -32768 <= code <= -32000 and code not in _PREDEFINED and not -32099 <= code <= -32000:
+        return (
+            f"{key} = {code} is in the range JSON-RPC reserves for its own errors "
+            "(-32768 to -32100 beside the predefined ones): use -32601, -32600 or a code "
+            "from -32099 to -32000"
+        )
+    return None
+
+
+def risky_settings(cfg: Config) -> list[str]:
+    """One sentence per risky setting of ``cfg`` (empty: none): the rules in order, then
+    the error codes, then the limits."""
+    out: list[str] = []
+    for i, rule in enumerate(cfg.permissions.rules):
+        if rule.action != "allow":
+            continue
+        matchers = [
+            f.name
+            for f in attrs.fields(PermissionRule)
+            if f.name not in _NOT_MATCHERS and getattr(rule, f.name) is not None
+        ]
+        if matchers:
+            continue
+        always = " including allow_always" if rule.option and "allow_always" in rule.option else ""
+        out.append(
+            f"{_rule_label(i, rule)} allows every {rule.method} request (it has no matcher), "
+            f"answering for the user{always}: add a matcher such as tool_kind, command or path"
+        )
+    for key, code in (
+        ("enforcement.reject_code", cfg.enforcement.reject_code),
+        ("permissions.refuse_code", cfg.permissions.refuse_code),
+    ):
+        warning = _code_warning(key, code)
+        if warning is not None:
+            out.append(warning)
+    size = cfg.limits.max_message_bytes
+    if size < MIN_SENSIBLE_MESSAGE_BYTES:
+        out.append(
+            f"limits.max_message_bytes = {size} is below {MIN_SENSIBLE_MESSAGE_BYTES} bytes, "
+            "too small for an initialize: every session would fail "
+            f"(the default is {Config().limits.max_message_bytes})"
+        )
+    return out

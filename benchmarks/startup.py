@@ -1,0 +1,131 @@
+"""Start-up the proxy adds (issue 29): time from launching to the ``initialize`` answer.
+
+For each agent (the Python demo agent, ``python -m acp_proxy.demo.agent``;
+the TypeScript SDK's agent under node, ``tests/interop/ts/agent.mjs``) the
+agent is launched directly and as ``python -m acp_proxy -- AGENT``, runs
+interleaved; from the spawn to the first line on stdout (the ``initialize``
+response to the request written at once). The medians and their difference
+(the start-up added) are reported.
+
+The TypeScript SDK is read from ``.cache/ts-sdk`` (where the interop tests
+install it with npm); it is installed there the same way when missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.sandbox_startup import time_to_initialize
+
+__all__ = ["install_ts_sdk", "sdk_installed", "startup_added", "ts_sdk_dir"]
+
+ROOT = Path(__file__).resolve().parent.parent
+TS_SDK_DIR = ROOT / ".cache" / "ts-sdk"
+TS_SDK_VERSION = "2.4.0"
+INIT = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize",'
+    b'"params":{"protocolVersion":1,"clientCapabilities":{}}}\n'
+)
+
+
+def sdk_installed(sdk_dir: Path) -> bool:
+    """True when ``sdk_dir/node_modules`` holds the TypeScript SDK at :data:`TS_SDK_VERSION`
+    and zod."""
+    pkg = sdk_dir / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
+    zod = sdk_dir / "node_modules" / "zod" / "package.json"
+    return (
+        pkg.exists() and zod.exists() and json.loads(pkg.read_text())["version"] == TS_SDK_VERSION
+    )
+
+
+def install_ts_sdk(npm: str, sdk_dir: Path = TS_SDK_DIR) -> str:
+    """Installs the TypeScript SDK and zod into ``sdk_dir`` with ``npm`` (once; reused);
+    returns npm's stderr when it failed, else ``""``."""
+    if sdk_installed(sdk_dir):
+        return ""
+    sdk_dir.mkdir(parents=True, exist_ok=True)
+    manifest = sdk_dir / "package.json"
+    if not manifest.exists():
+        manifest.write_text('{"name": "acp-proxy-ts-sdk-cache", "private": true}\n')
+    argv = [npm, "install", "--prefix", str(sdk_dir), "--no-audit", "--no-fund"]
+    argv += ["--loglevel=error", f"@agentclientprotocol/sdk@{TS_SDK_VERSION}", "zod@^4"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        return done.stderr[-2000:] or f"npm exited with status {done.returncode}"
+    return "" if sdk_installed(sdk_dir) else "npm install did not leave the SDK in place"
+
+
+def ts_sdk_dir() -> Path | None:
+    """The directory whose ``node_modules`` holds the TypeScript SDK (installed with npm
+    when missing), or ``None`` without node and npm or when the install fails."""
+    npm = shutil.which("npm")
+    if sdk_installed(TS_SDK_DIR):
+        return TS_SDK_DIR
+    if shutil.which("node") is None or npm is None:
+        return None
+    return None if install_ts_sdk(npm) else TS_SDK_DIR
+
+
+def _agents() -> dict[str, list[str] | str]:
+    node = shutil.which("node")
+    sdk = ts_sdk_dir() if node is not None else None
+    agents: dict[str, list[str] | str] = {
+        "python": [sys.executable, "-m", "acp_proxy.demo.agent"],
+    }
+    if node is None or sdk is None:
+        agents["node"] = "not measured: node, npm or the TypeScript SDK is missing"
+    else:
+        os.environ["ACP_TS_SDK_DIR"] = str(sdk)
+        agents["node"] = [node, str(ROOT / "tests" / "interop" / "ts" / "agent.mjs")]
+    return agents
+
+
+def startup_added(runs: int, timeout_s: float) -> dict[str, Any]:
+    """Medians (ms) of the time to the ``initialize`` answer, direct and through the proxy.
+
+    Args:
+        runs: runs of each variant, interleaved.
+        timeout_s: longest wait for one process to exit.
+
+    Returns:
+        ``{agent: {"runs", "direct_ms", "proxy_ms", "added_ms"}}`` (or why not measured).
+    """
+    proxy = [sys.executable, "-m", "acp_proxy", "--"]
+    out: dict[str, Any] = {}
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")
+    try:
+        for name, agent in _agents().items():
+            if isinstance(agent, str):
+                out[name] = agent
+                continue
+            direct: list[float] = []
+            through: list[float] = []
+            for _ in range(runs):
+                direct.append(time_to_initialize(agent, str(ROOT), timeout_s, INIT))
+                through.append(time_to_initialize([*proxy, *agent], str(ROOT), timeout_s, INIT))
+            d = statistics.median(direct) * 1e3
+            p = statistics.median(through) * 1e3
+            out[name] = {
+                "runs": runs,
+                "direct_ms": round(d, 1),
+                "proxy_ms": round(p, 1),
+                "added_ms": round(p - d, 1),
+            }
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(startup_added(int(sys.argv[1]) if len(sys.argv) > 1 else 9, 30.0)))

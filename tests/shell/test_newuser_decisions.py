@@ -1,0 +1,86 @@
+"""Issue 32 item 2: a decision the proxy takes for the user is visible: logged at info with
+its rule and request, and the proxy's answer carries the rule in ``_meta``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from support.corekit import AGENT, CLIENT, announce, req, resp
+
+from acp_proxy.config.io import config_from_dict
+from acp_proxy.core.engine import ProxyCore
+from acp_proxy.shell.routing import route_actions
+
+RP = "session/request_permission"
+OPTIONS = [
+    {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+]
+RULES: list[dict[str, Any]] = [
+    {"name": "no-fetch", "action": "deny", "tool_kind": "fetch"},
+    {"name": "allow-reads", "action": "allow", "tool_kind": "read"},
+]
+
+
+def _started() -> ProxyCore:
+    core = ProxyCore(config_from_dict({"permissions": {"rules": RULES}}))
+    core.receive(CLIENT, req(0, "initialize", {"protocolVersion": 1}), 0.0)
+    core.receive(AGENT, resp(0, {"protocolVersion": 1}), 0.0)
+    core.receive(CLIENT, req("new", "session/new", {"cwd": "/ws", "mcpServers": []}), 0.0)
+    core.receive(AGENT, resp("new", {"sessionId": "S"}), 0.0)
+    return core
+
+
+def _ask(rid: int, kind: str) -> bytes:
+    call = {"toolCallId": "c1", "title": "Tool", "kind": kind}
+    return req(rid, RP, {"sessionId": "S", "toolCall": call, "options": OPTIONS})
+
+
+def test_a_deny_rule_is_logged_at_info_and_named_in_meta(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    core = _started()
+    with caplog.at_level(logging.INFO, logger="acp_proxy"):
+        out = core.receive(AGENT, _ask(7, "fetch"), 1.0)
+        batch = route_actions(out, None)
+    [answer] = batch[AGENT]
+    assert json.loads(answer)["result"] == {
+        "outcome": {"outcome": "selected", "optionId": "no"},
+        "_meta": {"acp-proxy/decision": {"rule": "no-fetch", "action": "deny"}},
+    }
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert lines == [
+        "decided for the user: permission_decided rule='no-fetch' action='deny' "
+        "optionId='no' method='session/request_permission' id=7 sessionId='S' "
+        "reason='rule no-fetch'"
+    ]
+
+
+def test_an_allow_rule_answer_names_its_rule_and_a_question_is_not_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    core = _started()
+    with caplog.at_level(logging.INFO, logger="acp_proxy"):
+        batch = route_actions(core.receive(AGENT, _ask(8, "read"), 1.0), None)
+        meta = json.loads(batch[AGENT][0])["result"]["_meta"]
+        assert meta == {"acp-proxy/decision": {"rule": "allow-reads", "action": "allow"}}
+        caplog.clear()
+        asked = route_actions(core.receive(AGENT, _ask(9, "edit"), 2.0), None)
+    assert [json.loads(m)["id"] for m in asked[CLIENT]] == [9]
+    assert [r for r in caplog.records if r.getMessage().startswith("decided")] == []
+
+
+def test_the_child_allowlist_refusal_is_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    core = _started()
+    route_actions(core.receive(AGENT, announce("S", "kid", capabilities={}), 1.0), None)
+    with caplog.at_level(logging.INFO, logger="acp_proxy"):
+        prompt = req(5, "session/prompt", {"sessionId": "kid", "prompt": []})
+        batch = route_actions(core.receive(CLIENT, prompt, 2.0), None)
+    assert json.loads(batch[CLIENT][0])["error"]["code"] == -32601
+    assert [r.getMessage() for r in caplog.records] == [
+        "decided for the user: mutation_rejected rule='[enforcement] child allowlist' "
+        "method='session/prompt' id=5 sessionId='kid' reason='not_allowed_on_child'"
+    ]
