@@ -427,7 +427,9 @@ def _confine(
     config_file = expand_path(args.config, "--config") if args.config else None
     log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
     try:
-        sandbox = prepare_sandbox(cfg, config_file=config_file, log_file=log_file)
+        sandbox = prepare_sandbox(
+            cfg, config_file=config_file, log_file=log_file, agent_command=agent_cmd
+        )
     except SandboxUnavailable as exc:
         if audit is not None:
             fields = {"reason": exc.reason, "required": cfg.sandbox.required}
@@ -489,6 +491,9 @@ def _die_like_the_agent(signum: int) -> int:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    sandbox = sys.modules.get("acp_proxy.shell.sandbox")  # atexit will not run
+    if sandbox is not None:
+        sandbox.remove_private_dirs()
     with contextlib.suppress(ValueError, OSError):  # SIGKILL and SIGSTOP have no handler
         signal.signal(signum, signal.SIG_DFL)
     with contextlib.suppress(ValueError, OSError):

@@ -9,10 +9,12 @@ import attrs
 import pytest
 
 from acp_proxy.config import Config
+from acp_proxy.config.credentials import other_agents_credentials
 from acp_proxy.config.files import bundled_text
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.config.model import SandboxConfig
 from acp_proxy.config.sandbox_settings import (
+    agent_environment,
     protected_files,
     settings_digest,
     settings_json,
@@ -35,8 +37,14 @@ def test_default_settings_deny_credentials_allow_the_workspace_and_no_network() 
     assert fs["allowRead"] == []
     assert fs["allowWrite"][0] == CWD
     assert "/home/u/.claude" in fs["allowWrite"]
-    assert "/home/u/.cache" in fs["allowWrite"]
-    assert fs["denyWrite"] == []
+    for cache in ("/home/u/.cache", "/home/u/.npm", "/home/u/.local/state"):
+        assert cache not in fs["allowWrite"]  # what is planted there runs unconfined later
+    assert fs["denyWrite"] == [  # the agents' executable configuration stays read-only
+        "/home/u/.claude/settings.json",
+        "/home/u/.claude/hooks",
+        "/home/u/.codex/config.toml",
+        "/home/u/.gemini/settings.json",
+    ]
 
 
 def test_the_proxy_files_are_neither_readable_nor_writable() -> None:
@@ -59,7 +67,7 @@ def test_the_proxy_files_are_neither_readable_nor_writable() -> None:
         "/home/u/token",
     ]
     s = srt_settings(cfg.sandbox, cwd=CWD, home=HOME, protected=protected)
-    assert s["filesystem"]["denyWrite"] == protected
+    assert s["filesystem"]["denyWrite"][: len(protected)] == protected
     assert s["filesystem"]["denyRead"][-len(protected) :] == protected
     assert protected_files(Config(), cwd=CWD, home=HOME) == []
 
@@ -125,3 +133,37 @@ def test_strict_turns_the_sandbox_on_with_the_model_apis() -> None:
     assert "api.anthropic.com" in cfg.sandbox.allowed_domains
     assert "api.openai.com" in cfg.sandbox.allowed_domains
     assert not Config().sandbox.enabled
+
+
+def test_the_agent_environment_strips_secret_names_but_the_model_keys() -> None:
+    """env_deny globs (case-insensitive) strip secrets; env_allow keeps the model keys;
+    the overrides (private caches) are set last."""
+    environ = {
+        "PATH": "/bin",
+        "GITHUB_TOKEN": "t",
+        "aws_secret_access_key": "s",
+        "OPENAI_API_KEY": "k",
+        "XDG_CACHE_HOME": "/home/u/.cache",
+    }
+    env, stripped = agent_environment(
+        SandboxConfig(), environ, {"XDG_CACHE_HOME": "/tmp/acp-proxy-cache-x"}
+    )
+    cache = {"XDG_CACHE_HOME": "/tmp/acp-proxy-cache-x"}
+    assert env == {"PATH": "/bin", "OPENAI_API_KEY": "k", **cache}
+    assert stripped == ["GITHUB_TOKEN", "aws_secret_access_key"]
+    everything, none = agent_environment(SandboxConfig(env_deny=[]), environ, {})
+    assert (everything, none) == (environ, [])
+
+
+def test_an_agent_reads_its_own_login_but_no_other_agents() -> None:
+    """The login files hidden from an agent: the other agents' (all, for an unknown one)."""
+    assert other_agents_credentials(["npx", "@zed-industries/claude-code-acp"]) == (
+        "~/.codex/auth.json",
+        "~/.gemini/oauth_creds.json",
+    )
+    assert other_agents_credentials(["node", "/opt/codex-acp/dist/index.js", "gemini"]) == (
+        "~/.claude/.credentials.json",
+        "~/.gemini/oauth_creds.json",
+    )
+    assert len(other_agents_credentials(["my-agent", "--model", "claude"])) == 3
+    assert len(other_agents_credentials([])) == 3

@@ -809,15 +809,16 @@ class PolicyConfig:
 
 
 #: ``[sandbox] writable`` default: the state directories of the common agents
-#: (Claude Code, Codex, Gemini CLI, npm/uv caches), outside which they fail to start.
+#: (Claude Code, Codex, Gemini CLI), outside which they fail to start. Not the user's
+#: caches (``~/.cache``, ``~/.npm``, ``~/.local/state``): what the agent planted there
+#: (an ``npx`` package, a pip wheel) would run unconfined later; the agent gets a
+#: private cache instead. A writable agent directory still lets the agent change what
+#: that agent runs next time (README, threat model).
 DEFAULT_SANDBOX_WRITABLE: tuple[str, ...] = (
     "~/.claude",
     "~/.claude.json",
     "~/.codex",
     "~/.gemini",
-    "~/.cache",
-    "~/.npm",
-    "~/.local/state",
 )
 
 _DOMAIN = re.compile(
@@ -845,6 +846,44 @@ def _domains(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
             )
 
 
+#: ``[sandbox] env_deny`` default: environment variable names that look like secrets
+#: (globs, compared case-insensitively), stripped from the agent's environment.
+DEFAULT_SANDBOX_ENV_DENY: tuple[str, ...] = (
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*KEY*",
+    "*CREDENTIAL*",
+    "*_AUTH",
+    "*_AUTH_*",
+    "*COOKIE*",
+)
+
+#: ``[sandbox] env_allow`` default: the model-API credentials the common agents need
+#: (Claude Code, Codex, Gemini CLI), passed even though they match ``env_deny``.
+DEFAULT_SANDBOX_ENV_ALLOW: tuple[str, ...] = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
+
+
+def _name_globs(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
+    for index, pattern in enumerate(value):
+        problem = (
+            glob_problem(pattern)
+            if isinstance(pattern, str)
+            else f"expected a name glob, got {describe(pattern)}"
+        )
+        if problem is not None:
+            raise InvalidValue(problem, (attr.name, index))
+
+
 def _engine(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
     if not value.strip():
         raise InvalidValue('must name the engine (e.g. "srt")', (attr.name,))
@@ -870,6 +909,10 @@ class SandboxConfig:
             no network at all.
         required: fail closed: an engine that is missing or cannot start means
             the agent never starts (false: it starts unconfined, with a warning).
+        env_deny: environment variable names (globs, case-insensitive) stripped
+            from the environment the engine and the agent start with.
+        env_allow: names passed even though they match ``env_deny`` (the
+            agents' model-API keys).
     """
 
     enabled: bool = False
@@ -883,6 +926,12 @@ class SandboxConfig:
     )
     allowed_domains: list[str] = attrs.field(factory=list, validator=_domains)
     required: bool = True
+    env_deny: list[str] = attrs.field(
+        factory=lambda: list(DEFAULT_SANDBOX_ENV_DENY), validator=_name_globs
+    )
+    env_allow: list[str] = attrs.field(
+        factory=lambda: list(DEFAULT_SANDBOX_ENV_ALLOW), validator=_name_globs
+    )
 
 
 # --- admission and elicitation (issue 26) -------------------------------------

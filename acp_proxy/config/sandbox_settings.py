@@ -18,16 +18,21 @@ passes the home directory and working directory in.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_proxy.config.model import Config, SandboxConfig
 
 __all__ = [
+    "AGENT_EXECUTABLE_CONFIG",
     "PINNED_SRT_VERSION",
+    "agent_config_files",
+    "agent_environment",
+    "private_cache_env",
     "protected_files",
     "settings_digest",
     "settings_json",
@@ -37,6 +42,18 @@ __all__ = [
 
 #: The srt version the tests run (``.ci/run`` installs it); another one is used with a warning.
 PINNED_SRT_VERSION = "0.0.83"
+
+
+#: Files (a trailing ``/``: directories) inside the agents' own state directories that
+#: name programs the agent runs later, unconfined when it is started without the
+#: sandbox: Claude Code's settings (hooks, MCP servers) and hooks, Codex's and Gemini
+#: CLI's MCP servers. Kept read-only when their directory is writable.
+AGENT_EXECUTABLE_CONFIG: tuple[str, ...] = (
+    "~/.claude/settings.json",
+    "~/.claude/hooks/",
+    "~/.codex/config.toml",
+    "~/.gemini/settings.json",
+)
 
 
 def _absolute(path: str, *, cwd: str, home: str) -> str:
@@ -91,8 +108,69 @@ def protected_files(
     return _unique([_absolute(p, cwd=cwd, home=home) for p in named if p])
 
 
+def _within(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def agent_config_files(sandbox: SandboxConfig, *, cwd: str, home: str) -> list[str]:
+    """The :data:`AGENT_EXECUTABLE_CONFIG` entries the agent could otherwise write
+    (inside a workspace root or a ``writable`` path), absolute; a directory keeps its
+    trailing ``/``."""
+    roots = [
+        *workspace_roots(sandbox, cwd=cwd, home=home),
+        *(_absolute(p, cwd=cwd, home=home) for p in sandbox.writable),
+    ]
+    found = []
+    for entry in AGENT_EXECUTABLE_CONFIG:
+        path = _absolute(entry, cwd=cwd, home=home)
+        if _within(path, roots):
+            found.append(path + "/" if entry.endswith("/") else path)
+    return found
+
+
+def private_cache_env(cache_dir: str) -> dict[str, str]:
+    """The environment that sends the agent's caches (XDG, npm, pip, uv) into
+    ``cache_dir``, a directory private to this proxy and removed when it exits, instead
+    of the user's caches, whose contents later run unconfined."""
+    return {
+        "XDG_CACHE_HOME": cache_dir,
+        "npm_config_cache": posixpath.join(cache_dir, "npm"),
+        "PIP_CACHE_DIR": posixpath.join(cache_dir, "pip"),
+        "UV_CACHE_DIR": posixpath.join(cache_dir, "uv"),
+    }
+
+
+def agent_environment(
+    sandbox: SandboxConfig, environ: Mapping[str, str], overrides: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The environment the engine and the agent start with: ``environ`` without the
+    names matching ``env_deny`` (globs, case-insensitive) unless they match
+    ``env_allow``, then ``overrides``.
+
+    Returns:
+        The environment and the stripped names (sorted).
+    """
+
+    def matches(name: str, patterns: Sequence[str]) -> bool:
+        return any(fnmatch.fnmatchcase(name.upper(), p.upper()) for p in patterns)
+
+    stripped = sorted(
+        name
+        for name in environ
+        if matches(name, sandbox.env_deny) and not matches(name, sandbox.env_allow)
+    )
+    env = {k: v for k, v in environ.items() if k not in set(stripped)}
+    env.update(overrides)
+    return env, stripped
+
+
 def srt_settings(
-    sandbox: SandboxConfig, *, cwd: str, home: str, protected: Sequence[str] = ()
+    sandbox: SandboxConfig,
+    *,
+    cwd: str,
+    home: str,
+    protected: Sequence[str] = (),
+    cache_dir: str = "",
 ) -> dict[str, Any]:
     """The srt settings for ``sandbox`` (the shape in the module docstring).
 
@@ -103,6 +181,10 @@ def srt_settings(
         home: the home directory ``~/`` stands for (absolute).
         protected: the proxy's own files (absolute, :func:`protected_files`):
             neither readable nor writable by the agent.
+        cache_dir: the agent's private cache directory (writable; ``""``: none).
+
+    The agents' executable configuration (:func:`agent_config_files`) is made
+    read-only.
 
     Returns:
         A JSON-ready dict; :func:`settings_json` gives its bytes.
@@ -110,6 +192,8 @@ def srt_settings(
     roots = workspace_roots(sandbox, cwd=cwd, home=home)
     writable = [_absolute(p, cwd=cwd, home=home) for p in sandbox.writable]
     denied = [_absolute(p, cwd=cwd, home=home) for p in sandbox.deny_read]
+    config_files = [p.rstrip("/") for p in agent_config_files(sandbox, cwd=cwd, home=home)]
+    private = [cache_dir] if cache_dir else []
     return {
         "network": {
             "allowedDomains": list(sandbox.allowed_domains),
@@ -118,8 +202,8 @@ def srt_settings(
         "filesystem": {
             "denyRead": _unique([*denied, *protected]),
             "allowRead": [],
-            "allowWrite": _unique([*roots, *writable]),
-            "denyWrite": _unique(list(protected)),
+            "allowWrite": _unique([*roots, *writable, *private]),
+            "denyWrite": _unique([*protected, *config_files]),
         },
     }
 

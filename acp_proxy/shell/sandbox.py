@@ -16,6 +16,14 @@ exits with the command's status; a command killed by signal N gives
 to srt's process group: srt and bubblewrap end and the kernel kills every
 process of the sandbox's pid namespace, so nothing the agent started (a
 double-forked daemon included) outlives it.
+
+The proxy SIGKILLed: srt starts bubblewrap through ``/bin/sh -c``, and that
+shell, re-parented to init when srt dies, would keep bubblewrap's
+``--die-with-parent`` from ever firing. So on Linux the engine itself runs as
+init of a new pid namespace (util-linux ``unshare --pid --fork
+--kill-child=SIGKILL``, :data:`PID_NAMESPACE`): ``unshare`` dies with the
+proxy (``PR_SET_PDEATHSIG``), srt with ``unshare``, and when srt, the
+namespace's init, dies the kernel kills every process in it.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,8 +43,12 @@ from typing import Any
 import attrs
 
 from acp_proxy.config import Config
+from acp_proxy.config.credentials import other_agents_credentials
 from acp_proxy.config.sandbox_settings import (
     PINNED_SRT_VERSION,
+    agent_config_files,
+    agent_environment,
+    private_cache_env,
     protected_files,
     settings_digest,
     settings_json,
@@ -43,12 +57,23 @@ from acp_proxy.config.sandbox_settings import (
 )
 from acp_proxy.shell.transport.process import SandboxedCommand
 
-__all__ = ["PROBE_TIMEOUT_SECONDS", "Sandbox", "SandboxUnavailable", "prepare_sandbox"]
+__all__ = [
+    "PID_NAMESPACE",
+    "PROBE_TIMEOUT_SECONDS",
+    "Sandbox",
+    "SandboxUnavailable",
+    "prepare_sandbox",
+    "remove_private_dirs",
+]
 
 log = logging.getLogger("acp_proxy")
 
 #: longest wait for ``srt --version`` and for the start-up probe
 PROBE_TIMEOUT_SECONDS = 60.0
+
+#: util-linux ``unshare`` arguments (after its path) that run the engine as init of a new
+#: pid namespace killed with ``unshare``; a user other than root also needs a user namespace
+PID_NAMESPACE = ("--pid", "--fork", "--kill-child=SIGKILL")
 
 
 class SandboxUnavailable(Exception):
@@ -75,6 +100,11 @@ class Sandbox:
         digest: ``sha256:<hex>`` of the settings file.
         settings: the settings themselves (for ``check-config``).
         workspace: the absolute workspace roots.
+        env: the environment the engine and the agent start with (the proxy's, secrets
+            stripped, private caches set).
+        launcher: the argv that runs the engine: ``unshare`` and :data:`PID_NAMESPACE`
+            on Linux, then the engine's interpreter resolved at start-up (if it is a
+            script) and the engine's real path.
     """
 
     engine: str
@@ -83,12 +113,15 @@ class Sandbox:
     digest: str
     settings: dict[str, Any]
     workspace: list[str]
+    launcher: tuple[str, ...]
+    env: dict[str, str] = attrs.field(factory=dict)
 
     def wrap(self, command: Sequence[str]) -> SandboxedCommand:
         """The argv that runs ``command`` inside the sandbox (it remembers ``command``,
-        so that stop signals reach the agent itself)."""
-        argv = [self.engine, "--settings", self.settings_path, "--", *command]
-        return SandboxedCommand(argv, command)
+        so that stop signals reach the agent itself, and the environment it starts
+        with)."""
+        argv = [*self.launcher, "--settings", self.settings_path, "--", *command]
+        return SandboxedCommand(argv, command, dict(self.env))
 
     def record(self) -> dict[str, object]:
         """The fields of the ``sandbox_started`` audit record."""
@@ -137,39 +170,157 @@ def _touch(path: str) -> None:
     os.close(fd)
 
 
-def _check_engine_out_of_reach(config: Config, engine: str) -> None:
-    """Refuses an engine the agent could rewrite: one inside a writable path would run,
-    changed, unconfined at the next start (srt's README: install it outside them).
-
-    Raises:
-        SandboxUnavailable: the engine's real file lies in a workspace or writable path.
-    """
-    real = os.path.realpath(engine)
-    # the package around the executable (node_modules/<scope>/<name>/dist/cli.js)
-    package = os.path.dirname(os.path.dirname(real))
+def _writable_roots(config: Config) -> list[str]:
+    """The real paths the agent may write: workspace roots and ``[sandbox] writable``."""
     cwd, home = os.getcwd(), os.path.expanduser("~")
     roots = workspace_roots(config.sandbox, cwd=cwd, home=home)
     writable = [
         *roots,
         *(os.path.join(cwd, os.path.expanduser(p)) for p in config.sandbox.writable),
     ]
-    for root in writable:
-        root = os.path.realpath(root)
-        for path in (real, package):
-            if path == root or path.startswith(root.rstrip("/") + "/"):
-                raise SandboxUnavailable(
-                    f"the sandbox engine {real} lies inside {root}, which the agent may "
-                    "write: install it outside the workspace and writable paths"
-                )
+    return [os.path.realpath(root) for root in writable]
+
+
+def _inside(path: str, roots: Sequence[str]) -> str | None:
+    """The first of ``roots`` that ``path`` is or lies inside, or ``None``."""
+    for root in roots:
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return root
+    return None
+
+
+def _engine_argv(engine: str) -> list[str]:
+    """The argv that runs the engine without a ``#!`` lookup at run time: an interpreter
+    script (srt's ``#!/usr/bin/env node``) is run by its interpreter resolved now,
+    through ``PATH`` as ``env`` would; anything else is run itself.
+
+    Raises:
+        SandboxUnavailable: the interpreter is not found.
+    """
+    real = os.path.realpath(engine)
+    try:
+        with open(real, "rb") as f:
+            first = f.readline(512)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"the sandbox engine {real} cannot be read: {exc.strerror}"
+        ) from None
+    if not first.startswith(b"#!"):
+        return [real]
+    words = first[2:].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")][:1]
+    found = shutil.which(words[0]) if words else None
+    if found is None:
+        raise SandboxUnavailable(
+            f"the interpreter of the sandbox engine {real} ({first[2:].decode().strip()}) "
+            "is not found: install it or put it on PATH"
+        )
+    return [os.path.realpath(found), *words[1:], real]
+
+
+def _create_config(path: str) -> None:
+    """Creates a missing executable-configuration entry of an agent (empty: ``{}`` for
+    JSON, a directory for ``.../``) so the engine can keep it read-only; nothing when
+    its directory does not exist."""
+    target = path.rstrip("/")
+    if os.path.lexists(target) or not os.path.isdir(os.path.dirname(target)):
+        return
+    try:
+        if path.endswith("/"):
+            os.mkdir(target, 0o700)
+        else:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write("{}\n" if target.endswith(".json") else "")
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"cannot create {target!r} to keep it read-only for the agent: {exc.strerror}"
+        ) from None
+
+
+#: private directories of this proxy (settings, the agent's caches), removed at exit
+_PRIVATE_DIRS: list[str] = []
+
+
+def remove_private_dirs() -> None:
+    """Removes the sandbox's private directories (settings file, the agent's caches):
+    at exit, and before the proxy dies of its agent's signal."""
+    while _PRIVATE_DIRS:
+        shutil.rmtree(_PRIVATE_DIRS.pop(), ignore_errors=True)
+
+
+atexit.register(remove_private_dirs)
+
+
+def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
+    """Refuses code the agent could rewrite that runs unconfined at the next start: the
+    proxy's own Python and packages, the engine, its package and its interpreter, and
+    the tools the engine runs (srt's README: install it outside writable paths).
+
+    Raises:
+        SandboxUnavailable: one of them lies in a workspace or writable path.
+    """
+    roots = _writable_roots(config)
+    here = os.path.dirname(os.path.realpath(__file__))
+    ours = [
+        ("the proxy's Python", os.path.realpath(sys.executable)),
+        ("the proxy's own code", os.path.dirname(here)),
+        ("the proxy's Python packages", os.path.realpath(sysconfig.get_paths()["purelib"])),
+    ]
+    script = engine_argv[-1]
+    # the package around the executable (node_modules/<scope>/<name>/dist/cli.js)
+    package = os.path.dirname(os.path.dirname(script))
+    engine = [("the sandbox engine", script), ("the sandbox engine", package)]
+    if len(engine_argv) > 1:
+        engine.append(("the sandbox engine's interpreter", engine_argv[0]))
+    tools = [
+        (f"{tool}, which the sandbox engine runs,", os.path.realpath(found))
+        for tool in ("bwrap", "socat", "rg")
+        if (found := shutil.which(tool)) is not None
+    ]
+    for what, path in [*ours, *engine, *tools]:
+        root = _inside(path, roots)
+        if root is not None:
+            shown = script if what == "the sandbox engine" else path
+            raise SandboxUnavailable(
+                f"{what} {shown} lies inside {root}, which the agent may "
+                "write: install it outside the workspace and writable paths"
+            )
+
+
+def _launcher() -> tuple[str, ...]:
+    """``unshare`` and :data:`PID_NAMESPACE` (plus a user namespace keeping the uid, for a
+    user other than root) on Linux; nothing elsewhere.
+
+    Raises:
+        SandboxUnavailable: Linux without util-linux ``unshare``.
+    """
+    if sys.platform != "linux":
+        return ()
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise SandboxUnavailable(
+            "util-linux unshare is not found on PATH: install util-linux, which keeps "
+            "the sandbox from outliving the proxy"
+        )
+    user = ("--user", "--map-current-user") if os.geteuid() != 0 else ()
+    return (unshare, *user, *PID_NAMESPACE)
 
 
 def _write_settings(
-    config: Config, *, config_file: str | None, log_file: str | None, create_missing: bool
-) -> tuple[dict[str, Any], bytes, str]:
-    """Generates the settings and writes them to a new private directory.
+    config: Config,
+    *,
+    config_file: str | None,
+    log_file: str | None,
+    create_missing: bool,
+    agent_command: Sequence[str],
+) -> tuple[dict[str, Any], bytes, str, str]:
+    """Generates the settings and writes them to a new private directory; makes the
+    agent's private cache directory.
 
     Returns:
-        The settings, their bytes and the file's path.
+        The settings, their bytes, the file's path and the cache directory.
 
     Raises:
         SandboxUnavailable: a protected file or the settings cannot be written.
@@ -180,17 +331,30 @@ def _write_settings(
     )
     for path in protected if create_missing else ():
         _touch(path)
-    settings = srt_settings(config.sandbox, cwd=cwd, home=home, protected=protected)
-    data = settings_json(settings)
+    for path in agent_config_files(config.sandbox, cwd=cwd, home=home) if create_missing else ():
+        _create_config(path)
     try:
         directory = tempfile.mkdtemp(prefix="acp-proxy-sandbox-")
+        _PRIVATE_DIRS.append(directory)
+        cache_dir = tempfile.mkdtemp(prefix="acp-proxy-cache-")
+        _PRIVATE_DIRS.append(cache_dir)
+        hidden = [*config.sandbox.deny_read, *other_agents_credentials(agent_command)]
+        settings = srt_settings(
+            attrs.evolve(config.sandbox, deny_read=hidden),
+            cwd=cwd,
+            home=home,
+            protected=protected,
+            cache_dir=cache_dir,
+        )
+        data = settings_json(settings)
         settings_path = os.path.join(directory, "srt-settings.json")
         fd = os.open(settings_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
     except OSError as exc:
+        remove_private_dirs()
         raise SandboxUnavailable(f"cannot write the sandbox settings: {exc.strerror}") from None
-    return settings, data, settings_path
+    return settings, data, settings_path, cache_dir
 
 
 def prepare_sandbox(
@@ -199,6 +363,7 @@ def prepare_sandbox(
     config_file: str | None = None,
     log_file: str | None = None,
     create_missing: bool = True,
+    agent_command: Sequence[str] = (),
 ) -> Sandbox:
     """Finds the engine, writes its settings and checks that it starts with them.
 
@@ -211,6 +376,8 @@ def prepare_sandbox(
         log_file: the ``--log-file``, protected from the agent.
         create_missing: create the proxy's own files that do not exist yet
             (empty), so the engine can hide them (``check-config``: false).
+        agent_command: the agent's argv: the other common agents' login files are
+            hidden from it (:func:`~acp_proxy.config.credentials.other_agents_credentials`).
 
     Raises:
         SandboxUnavailable: the engine is not found, ``--version`` fails, the
@@ -227,14 +394,23 @@ def prepare_sandbox(
             "or set [sandbox] engine_command"
         )
     engine = os.path.abspath(engine)
-    _check_engine_out_of_reach(config, engine)
+    argv = _engine_argv(engine)
+    _check_out_of_reach(config, argv)
+    launcher = (*_launcher(), *argv)
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
-        version_job = pool.submit(_run, [engine, "--version"], f"{engine} --version")
-        settings, data, settings_path = _write_settings(
-            config, config_file=config_file, log_file=log_file, create_missing=create_missing
+        version_job = pool.submit(_run, [*argv, "--version"], f"{engine} --version")
+        settings, data, settings_path, cache_dir = _write_settings(
+            config,
+            config_file=config_file,
+            log_file=log_file,
+            create_missing=create_missing,
+            agent_command=agent_command,
         )
         try:
-            probe = _run([engine, "--settings", settings_path, "--", "true"], "the sandbox probe")
+            probe = _run(
+                [*launcher, "--settings", settings_path, "--", "true"],
+                "the sandbox probe",
+            )
             done = version_job.result()
             if done.returncode != 0:
                 raise SandboxUnavailable(
@@ -247,9 +423,8 @@ def prepare_sandbox(
                     f"{_last_line(probe.stderr)}"
                 )
         except SandboxUnavailable:
-            shutil.rmtree(os.path.dirname(settings_path), ignore_errors=True)
+            remove_private_dirs()
             raise
-    atexit.register(shutil.rmtree, os.path.dirname(settings_path), ignore_errors=True)
     version = done.stdout.strip()
     if version != PINNED_SRT_VERSION:
         log.warning(
@@ -259,6 +434,9 @@ def prepare_sandbox(
             PINNED_SRT_VERSION,
         )
     cwd, home = os.getcwd(), os.path.expanduser("~")
+    env, stripped = agent_environment(sandbox, os.environ, private_cache_env(cache_dir))
+    if stripped:
+        log.info("sandbox: not passed to the agent: %s", " ".join(stripped))
     return Sandbox(
         engine,
         version,
@@ -266,4 +444,6 @@ def prepare_sandbox(
         settings_digest(data),
         settings,
         workspace_roots(sandbox, cwd=cwd, home=home),
+        launcher,
+        env,
     )

@@ -88,9 +88,17 @@ def spawn(command: Sequence[str], env: dict[str, str] | None = None) -> subproce
     """Forks and execs the agent, leader of a new session, from the calling thread
     (see :func:`_in_child`).
 
+    Args:
+        command: the argv; a sandboxed one
+            (:class:`~acp_proxy.shell.transport.process.SandboxedCommand`) carries
+            the environment it starts with (its ``env``), used when ``env`` is ``None``.
+        env: the environment; ``None``: the command's, else the proxy's.
+
     Raises:
         OSError: the command cannot be executed.
     """
+    if env is None:
+        env = getattr(command, "env", None)
     return subprocess.Popen(
         list(command),
         stdin=subprocess.PIPE,

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -314,24 +316,41 @@ time.sleep(60)
 """
 
 
+def _start_sandboxed(
+    tmp_path: Path, agent: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], bytes]:
+    """Starts the proxy, sandboxed, with ``python -c agent *args``; returns it and its
+    stderr up to the agent's ``ready`` line."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", agent, *args]
+    proxy = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proxy.stderr is not None
+    seen = b""
+    while b"ready\n" not in seen:
+        line = proxy.stderr.readline()
+        if not line:
+            proxy.kill()
+            proxy.communicate()
+        assert line, f"the proxy ended early: {seen.decode(errors='replace')}"
+        seen += line
+    return proxy, seen
+
+
 def test_sigterm_reaches_the_sandboxed_agent_and_nothing_outlives_it(tmp_path: Path) -> None:
     """SIGTERM to the proxy reaches the agent inside the sandbox (its handler runs, its
     status is the proxy's); its double-forked daemon dies with the sandbox."""
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
     marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
-    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
-    argv += [sys.executable, "-c", TERM_AGENT, marker]
-    proxy = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
-    )
+    proxy, seen = _start_sandboxed(tmp_path, TERM_AGENT, marker)
     try:
-        assert proxy.stderr is not None
-        seen = b""
-        while b"ready\n" not in seen:
-            line = proxy.stderr.readline()
-            assert line, f"the proxy ended early: {seen.decode(errors='replace')}"
-            seen += line
         assert _daemons(marker)  # the daemon runs (inside the sandbox)
         proxy.send_signal(15)
         _, rest = proxy.communicate(timeout=TIMEOUT)
@@ -404,3 +423,266 @@ def test_an_engine_the_agent_could_rewrite_is_refused(tmp_path: Path) -> None:
         f"{tmp_path}, which the agent may write: install it outside the workspace and "
         "writable paths\n"
     )
+
+
+DEAF_AGENT = """
+import os, signal, sys, time
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, signal.SIG_IGN)
+os.close(0)
+sys.stderr.write("ready\\n")
+sys.stderr.flush()
+while True:
+    with open(sys.argv[2], "a") as f:
+        f.write("still here\\n")
+    time.sleep(0.05)
+"""
+
+
+def test_a_sigkilled_proxy_takes_the_whole_sandbox_with_it(tmp_path: Path) -> None:
+    """kill -9 of the proxy: an agent that ignores TERM, HUP and INT and closes its stdin
+    does not outlive it (the engine runs as init of a pid namespace that dies with the
+    proxy), so no agent runs on without the proxy and its audit."""
+    marker = f"acp-proxy-test-deaf-{os.getpid()}-{time.monotonic_ns()}"
+    proxy, _ = _start_sandboxed(tmp_path, DEAF_AGENT, marker, str(tmp_path / "log.txt"))
+    try:
+        agents = _daemons(marker)
+        assert agents  # the agent runs (inside the sandbox)
+        pidfds = [os.pidfd_open(pid) for pid in agents]
+        proxy.kill()
+        proxy.wait(timeout=TIMEOUT)
+        try:
+            for fd in pidfds:  # readable once the process has exited (a bounded wait)
+                ready, _, _ = select.select([fd], [], [], 20)
+                assert ready, "the sandboxed agent outlived the SIGKILLed proxy"
+        finally:
+            for fd in pidfds:
+                os.close(fd)
+        assert _daemons(marker) == []
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+        for pid in _daemons(marker):
+            os.kill(pid, 9)
+        for pipe in (proxy.stdin, proxy.stdout, proxy.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def _check_config(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> Any:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=TIMEOUT,
+    )
+
+
+def test_an_engine_interpreter_the_agent_could_rewrite_is_refused(tmp_path: Path) -> None:
+    """srt is ``#!/usr/bin/env node``: a ``node`` found on PATH inside the workspace (the
+    agent could replace it) would run unconfined at the next start: refused, named."""
+    nodebin = tmp_path / "nodebin"
+    nodebin.mkdir()
+    node = nodebin / "node"
+    real_node = subprocess.run(
+        ["sh", "-c", "command -v node"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    node.write_text(f'#!/bin/sh\nexec {real_node} "$@"\n')
+    node.chmod(0o755)
+    env = {**os.environ, "PATH": f"{nodebin}:{os.environ['PATH']}"}
+    check = _check_config(
+        tmp_path, f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n', env
+    )
+    assert check.returncode == 2, check.stdout
+    assert check.stderr == (
+        f"acp-proxy: the sandbox cannot start: the sandbox engine's interpreter {node} lies "
+        f"inside {tmp_path}, which the agent may write: install it outside the workspace "
+        "and writable paths\n"
+    )
+
+
+def test_the_proxy_inside_a_writable_root_is_refused(tmp_path: Path) -> None:
+    """The proxy's own code inside the workspace would run, changed by the agent,
+    unconfined at the next start: refused, named."""
+    repo = Path(__file__).resolve().parents[2]
+    check = _check_config(
+        tmp_path,
+        f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\nworkspace = ["{repo}"]\n',
+    )
+    assert check.returncode == 2, check.stdout
+    assert check.stderr == (
+        f"acp-proxy: the sandbox cannot start: the proxy's own code {repo / 'acp_proxy'} "
+        f"lies inside {repo}, which the agent may write: install it outside the "
+        "workspace and writable paths\n"
+    )
+
+
+PLANT_AGENT = """
+import json, os, sys
+home = os.environ["HOME"]
+tries = {
+    "npx_cache": home + "/.npm/_npx/poison/index.js",
+    "user_cache": home + "/.cache/pip/poison.whl",
+    "local_state": home + "/.local/state/poison",
+    "claude_settings": home + "/.claude/settings.json",
+    "claude_hook": home + "/.claude/hooks/poison.sh",
+    "codex_config": home + "/.codex/config.toml",
+    "gemini_settings": home + "/.gemini/settings.json",
+    "claude_state": home + "/.claude/projects.json",
+    "private_cache": os.environ.get("XDG_CACHE_HOME", home + "/.cache") + "/mine",
+    "npm_cache": os.environ.get("npm_config_cache", home + "/.npm") + "/mine",
+}
+done = {}
+for name, path in tries.items():
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("planted")
+        done[name] = "ok"
+    except OSError as exc:
+        done[name] = type(exc).__name__
+done["cache_dir"] = os.environ.get("XDG_CACHE_HOME", "")
+sys.stderr.write("RESULT " + json.dumps(done) + "\\n")
+"""
+
+
+def test_the_agent_cannot_plant_code_that_runs_unconfined_later(tmp_path: Path) -> None:
+    """With the default writable paths the agent cannot write the user's caches (npx
+    packages, pip wheels, ~/.local/state) nor the agents' executable configuration
+    (Claude settings and hooks, Codex and Gemini MCP servers); it keeps its own state
+    and gets a private cache."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    for d in (".npm/_npx", ".cache", ".local/state", ".claude", ".codex", ".gemini"):
+        (home / d).mkdir(parents=True)
+    ws.mkdir()
+    (home / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
+    (home / ".gemini" / "settings.json").write_text("{}\n")
+    cfg = ws / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    env = {**os.environ, "HOME": str(home)}
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", PLANT_AGENT]
+    done = subprocess.run(
+        argv, input=b"", capture_output=True, cwd=ws, env=env, timeout=TIMEOUT, check=False
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    result = json.loads(stderr.split("RESULT ", 1)[1].splitlines()[0])
+    cache_dir = result.pop("cache_dir")
+    kept = {"claude_state", "private_cache", "npm_cache"}
+    assert {k for k, v in result.items() if v == "ok"} == kept, result
+    assert (home / ".claude" / "settings.json").read_text() == '{"hooks": {}}\n'
+    assert (home / ".codex" / "config.toml").read_text() == ""  # created empty, read-only
+    assert not (home / ".npm" / "_npx" / "poison").exists()
+    assert cache_dir.startswith(tempfile.gettempdir() + "/acp-proxy-cache-")
+    assert not os.path.exists(cache_dir)  # removed when the proxy exited
+
+
+def test_the_proxy_secrets_do_not_reach_the_sandboxed_agent(tmp_path: Path) -> None:
+    """Secret-looking variables of the proxy's environment are stripped (env_deny); the
+    model-API key the agent needs and ordinary variables still reach it."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    secrets = {
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "GH_TOKEN": "gh",
+        "DB_PASSWORD": "pw",
+        "npm_config__auth": "npm",
+    }
+    passed = {"ANTHROPIC_API_KEY": "model", "ACP_TEST_PLAIN": "plain"}
+    env = {**os.environ, **secrets, **passed}
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--", sys.executable]
+    argv += ["-c", "import json, os, sys; sys.stderr.write('ENV ' + json.dumps(dict(os.environ)))"]
+    done = subprocess.run(
+        argv, input=b"", capture_output=True, cwd=tmp_path, env=env, timeout=TIMEOUT, check=False
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    seen = json.loads(stderr.split("ENV ", 1)[1].splitlines()[0])
+    assert {k: seen.get(k) for k in passed} == passed
+    assert [k for k in secrets if k in seen] == []
+
+
+READ_AGENT = """
+import json, os, sys
+home = os.environ["HOME"]
+done = {}
+for rel in sys.argv[1:]:
+    try:
+        with open(os.path.join(home, rel)) as f:
+            f.read()
+        done[rel] = "ok"
+    except OSError as exc:
+        done[rel] = type(exc).__name__
+sys.stderr.write("RESULT " + json.dumps(done) + "\\n")
+"""
+
+
+def test_credential_stores_and_other_agents_logins_are_hidden(tmp_path: Path) -> None:
+    """git, cargo and vault credentials and shell histories are hidden; a Claude agent
+    reads its own login file but not Codex's or Gemini's."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    hidden = [
+        ".config/git/credentials",
+        ".cargo/credentials.toml",
+        ".vault-token",
+        ".bash_history",
+        ".zsh_history",
+        ".codex/auth.json",
+        ".gemini/oauth_creds.json",
+    ]
+    own = ".claude/.credentials.json"
+    for rel in [*hidden, own]:
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text("secret\n")
+    ws.mkdir()
+    cfg = ws / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    agent = tmp_path / "bin" / "claude-code-acp"  # the command names Claude's agent
+    agent.parent.mkdir()
+    agent.write_text(READ_AGENT)
+    argv += [sys.executable, str(agent), *hidden, own]
+    done = subprocess.run(
+        argv,
+        input=b"",
+        capture_output=True,
+        cwd=ws,
+        env={**os.environ, "HOME": str(home)},
+        timeout=TIMEOUT,
+        check=False,
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    result = json.loads(stderr.split("RESULT ", 1)[1].splitlines()[0])
+    assert {k for k, v in result.items() if v == "ok"} == {own}, result
+
+
+def test_the_private_directories_are_removed_when_the_proxy_dies_of_a_signal(
+    tmp_path: Path,
+) -> None:
+    """The engine killed by SIGKILL: the proxy dies of it too, and its private settings
+    and cache directories are removed first."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    agent = "import sys, time; sys.stderr.write('ready\\n'); sys.stderr.flush(); time.sleep(60)"
+    proxy, _ = _start_sandboxed(tmp_path, agent, env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        assert sorted(p.name.rsplit("-", 1)[0] for p in tmp.glob("acp-proxy-*")) == [
+            "acp-proxy-cache",
+            "acp-proxy-sandbox",
+        ]
+        children = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/children").read_text().split()
+        assert len(children) == 1  # the engine's launcher
+        os.kill(int(children[0]), 9)
+        proxy.communicate(timeout=TIMEOUT)
+        assert proxy.returncode == -9
+        assert list(tmp.glob("acp-proxy-*")) == []
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.communicate()

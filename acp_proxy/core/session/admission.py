@@ -21,6 +21,12 @@ The rules, in order (the first failing one is the verdict):
   links of the proxy's filesystem; the core's default is lexical):
   :func:`outside_roots`.
 
+The Python SDK's router spreads ``params._meta`` into the handler's arguments
+(``kwargs.update(_meta)``): a ``_meta.mcp_servers``, ``_meta.cwd`` or
+``_meta.additional_directories`` (:data:`META_SESSION_ARGS`) replaces the field
+the agent acts on, so it is refused like the snake_case aliases (rule
+``mcp_servers``, and ``roots`` when roots are set).
+
 ``[[admission.rules]]`` refine the section for the principals they match
 (first match wins); the rule's name then prefixes the rule refusing.
 """
@@ -39,6 +45,7 @@ from acp_proxy.core.session.hosts import parse_url, url_matches
 
 __all__ = [
     "ADMITTED_METHODS",
+    "META_SESSION_ARGS",
     "AdmissionPolicy",
     "Decision",
     "lexical_resolve",
@@ -52,6 +59,14 @@ MAX_MCP_SERVERS = 256
 
 Resolve = Callable[[str], str]
 _ALIAS = "is a snake_case alias an SDK could read as the field (fail closed)"
+_META = (
+    "names a parameter the Python SDK hands the agent in place of the field "
+    "(kwargs.update(_meta)): fail closed"
+)
+#: ``params._meta`` keys the Python SDK router (0.12) spreads into the session handlers'
+#: arguments in place of the fields admission judges (their Python names; ``mcpServers``
+#: or vendor keys in ``_meta`` go to ``**kwargs``: content).
+META_SESSION_ARGS = ("mcp_servers", "cwd", "additional_directories")
 
 
 def lexical_resolve(path: str) -> str:
@@ -175,10 +190,17 @@ class AdmissionPolicy:
         p = params if type(params) is dict else {}
         if "mcp_servers" in p:  # an SDK reading snake_case aliases would start these
             return Decision("admission.mcp_servers", _ALIAS, "mcp_servers")
+        meta = p.get("_meta")
+        meta = meta if type(meta) is dict else {}
+        if "mcp_servers" in meta:
+            return Decision("admission.mcp_servers", _META, "_meta.mcp_servers")
         refusal = self._mcp(eff, p.get("mcpServers"))
         if refusal is not None or not eff.roots:
             return refusal
         where = eff.origin["roots"] + ".roots"
+        for key in META_SESSION_ARGS[1:]:
+            if key in meta:
+                return Decision(where, _META, f"_meta.{key}")
         if "additional_directories" in p:
             return Decision(where, _ALIAS, "additional_directories")
         why = outside_roots(p.get("cwd"), eff.roots, resolve)  # required by every method

@@ -252,11 +252,16 @@ class SandboxedCommand(list[str]):
 
     Attributes:
         inner: the agent's own argv.
+        env: the environment the engine (and so the agent) starts with; ``None``:
+            the proxy's.
     """
 
-    def __init__(self, argv: Sequence[str], inner: Sequence[str]) -> None:
+    def __init__(
+        self, argv: Sequence[str], inner: Sequence[str], env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(argv)
         self.inner = list(inner)
+        self.env = env
 
 
 #: the signals a sandboxed agent gets itself (the others go to the engine's group)

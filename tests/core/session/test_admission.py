@@ -227,3 +227,56 @@ def test_a_reload_swaps_the_admission_policy() -> None:
     assert sends(
         core.receive(CLIENT, req(2, "session/new", {"cwd": "/", "mcpServers": [STDIO]}), 0.0), AGENT
     )
+
+
+async def _sdk_handler_kwargs(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What the Python SDK's router (agent-client-protocol 0.12) hands an agent's handler
+    for ``params`` of ``method``: the model's fields, then ``kwargs.update(_meta)``."""
+    from acp import schema
+    from acp.router import MessageRouter
+
+    models = {
+        "session/new": (schema.NewSessionRequest, "new_session"),
+        "session/load": (schema.LoadSessionRequest, "load_session"),
+        "session/resume": (schema.ResumeSessionRequest, "resume_session"),
+        "session/fork": (schema.ForkSessionRequest, "fork_session"),
+    }
+    model, attr = models[method]
+    seen: dict[str, Any] = {}
+
+    class Agent:
+        async def handler(self, **kwargs: Any) -> None:
+            seen.update(kwargs)
+
+    setattr(Agent, attr, Agent.handler)
+    func = MessageRouter()._make_func(model, Agent(), attr)
+    assert func is not None
+    await func(params)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "method", ["session/new", "session/load", "session/resume", "session/fork"]
+)
+async def test_meta_spellings_the_python_sdk_hands_the_agent_are_refused(method: str) -> None:
+    """The Python SDK spreads params._meta into the handler's arguments: _meta.mcp_servers
+    starts a stdio MCP server, _meta.cwd / _meta.additional_directories move the session.
+    Admission refuses them (they are decision keys), naming the _meta field."""
+    base: dict[str, Any] = {"cwd": "/ws", "mcpServers": []}
+    if method != "session/new":
+        base["sessionId"] = "s1"
+    cases = {
+        "mcp_servers": [STDIO],
+        "cwd": "/etc",
+        "additional_directories": ["/etc"],
+    }
+    for key, value in cases.items():
+        params = {**base, "_meta": {key: value}}
+        kwargs = await _sdk_handler_kwargs(method, params)
+        assert kwargs[key] == value  # what the agent would act on
+        refusal = _policy(roots=["/ws"]).decide(params, None)
+        assert refusal is not None, key
+        assert refusal.field == f"_meta.{key}"
+    harmless = {**base, "_meta": {"zed.dev/x": 1, "mcpServers": [STDIO], "sessionId": "s"}}
+    assert (await _sdk_handler_kwargs(method, harmless))["mcp_servers"] == []
+    assert _policy(roots=["/ws"]).decide(harmless, None) is None  # content, not a parameter
