@@ -86,10 +86,7 @@ class AdmissionGate:
         method = m.method or ""
         data = decision.error_data(method)
         if self.observe:
-            data["would_block"] = True
-            data["observed"] = True
-            wb = self.ledger.would_block
-            wb[decision.rule] = wb.get(decision.rule, 0) + 1
+            self.ledger.would_have_blocked(data, decision.rule)
         self.ledger.audit(
             out,
             AuditEvent.ADMISSION_REFUSED,

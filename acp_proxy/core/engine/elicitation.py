@@ -67,10 +67,7 @@ class ElicitationGate:
         rid = m.id
         fields = verdict.audit_fields()
         if self.observe:  # policy.mode = "observe": decided and audited, then forwarded
-            fields["would_block"] = True
-            fields["observed"] = True
-            wb = self.ledger.would_block
-            wb[verdict.rule] = wb.get(verdict.rule, 0) + 1
+            self.ledger.would_have_blocked(fields, verdict.rule)
         self.ledger.audit(
             out,
             AuditEvent.ELICITATION_DECLINED,

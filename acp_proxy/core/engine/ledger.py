@@ -55,6 +55,13 @@ class Ledger:
         """Appends one audit record (``source`` gives its direction)."""
         out.append(Audit(event, source.direction if source else None, fields))
 
+    def would_have_blocked(self, fields: dict[str, Any], rule: str) -> None:
+        """Marks an audit record's ``fields`` as a decision observe mode did not carry out
+        (``would_block``, ``observed``) and counts it for ``rule`` (``policy.mode``)."""
+        fields["would_block"] = True
+        fields["observed"] = True
+        self.would_block[rule] = self.would_block.get(rule, 0) + 1
+
     def info(self, out: list[Action], kind: str, text: str) -> None:
         """Appends a life-cycle line for the log at ``info`` (a few per session, never
         per message: initialize, a session created, a child announced, a peer gone)."""
