@@ -219,13 +219,14 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def _live_member(pgid: int) -> bool:
-    """False when every member of group ``pgid`` is a zombie (Linux ``/proc``): an exited
-    grandchild waits for init to reap it, and still counts for ``killpg``. True elsewhere."""
+def _proc_stats() -> list[tuple[int, list[bytes]]] | None:
+    """Every process of Linux ``/proc`` as its pid and the fields of its ``stat`` after
+    the command name (``state ppid pgrp ...``); ``None`` when ``/proc`` cannot be listed."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return True
+        return None
+    found = []
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -234,10 +235,18 @@ def _live_member(pgid: int) -> bool:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid pgrp ...
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
-            return True
-    return False
+        found.append((int(entry), stat[stat.rfind(b")") + 2 :].split()))
+    return found
+
+
+def _live_member(pgid: int) -> bool:
+    """False when every member of group ``pgid`` is a zombie (Linux ``/proc``): an exited
+    grandchild waits for init to reap it, and still counts for ``killpg``. True elsewhere."""
+    stats = _proc_stats()
+    if stats is None:
+        return True
+    group = str(pgid).encode()
+    return any(len(f) > 2 and f[2] == group and f[0] != b"Z" for _, f in stats)
 
 
 class SandboxedCommand(list[str]):
@@ -272,30 +281,22 @@ def _find_descendant(root: int, argv: list[str]) -> int | None:
     """The pid of the first process below ``root`` whose command line is ``argv`` (Linux
     ``/proc``), or ``None``."""
     want = b"\0".join(a.encode() for a in argv) + b"\0"
-    children: dict[int, list[int]] = {}
-    cmdlines: dict[int, bytes] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
+    stats = _proc_stats()
+    if stats is None:
         return None
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdlines[int(entry)] = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid ...
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats:
         if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry))
+            children.setdefault(int(fields[1]), []).append(pid)
     queue = list(children.get(root, ()))
     while queue:
         pid = queue.pop(0)
-        if cmdlines.get(pid) == want:
-            return pid
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() == want:
+                    return pid
+        except OSError:
+            pass
         queue.extend(children.get(pid, ()))
     return None
 
