@@ -51,16 +51,19 @@ from acp_proxy.core.wire.guard import (
     lone_surrogate_at_decision_level,
     maybe_duplicated,
     misread,
-    nested_deeper_than,
     strict_loads,
 )
+from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than, nesting_exceeds
+from acp_proxy.core.wire.reasons import DEEP as _DEEP
+from acp_proxy.core.wire.reasons import ID_REASON as _ID_REASON
+from acp_proxy.core.wire.reasons import NOT_STRICT_UTF8 as _NOT_STRICT_UTF8
+from acp_proxy.core.wire.reasons import dense_reason
+from acp_proxy.core.wire.utf8 import strict_utf8
 from acp_proxy.core.wire.views import (
     ID_KEY,
     VIEW_KEY,
     TooDense,
     decode_view,
-    nesting_exceeds,
-    strict_utf8,
 )
 
 __all__ = [
@@ -221,7 +224,6 @@ _fast_dumps = _ENCODER.encode
 
 
 _SAFE_INT = 2**53
-_ID_REASON = '"id" must be a string or an integer between -(2**53 - 1) and 2**53 - 1'
 
 
 def _valid_id(v: Any) -> bool:
@@ -376,9 +378,6 @@ _MISSING: Any = object()
 #: decode (``limits.dense_message_bytes``). Up to it, a frame is decoded whole:
 #: its tree costs at most ~15 times its size.
 DENSE_CHECK_BYTES = 1024 * 1024
-#: Default ``limits.max_nesting_depth``: a message nesting objects and arrays
-#: deeper is refused (:func:`too_deep`).
-MAX_NESTING_DEPTH = 512
 
 
 def too_deep(raw: bytes, max_depth: int) -> Message:
@@ -392,9 +391,6 @@ def too_deep(raw: bytes, max_depth: int) -> Message:
     return m
 
 
-_DEEP = "nested deeper than "
-
-
 #: Fewest bytes per JSON value, on average, that a frame over
 #: :data:`DENSE_CHECK_BYTES` must have (``limits.min_bytes_per_value``). A
 #: decoded JSON value costs a Python object of ~56-180 bytes, so this keeps
@@ -402,15 +398,6 @@ _DEEP = "nested deeper than "
 #: arrays, long runs of numbers or of short keys are refused before they are
 #: built. String-heavy messages (text, diffs, base64) are far from it.
 MIN_BYTES_PER_VALUE = 48
-
-
-def dense_reason(dense_bytes: int, min_bytes_per_value: int) -> str:
-    """The refusal reason for a frame :func:`too_dense` refused."""
-    return (
-        f"a message over {dense_bytes} bytes (limits.dense_message_bytes) with more than "
-        f"one JSON value per {min_bytes_per_value} bytes (limits.min_bytes_per_value): "
-        "too dense to inspect within the memory bound"
-    )
 
 
 def parse(
@@ -469,7 +456,7 @@ def _parse_large(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_dep
     A frame msgspec cannot decode (invalid JSON, a lone surrogate escape in a
     string it reads) is a parse error here: the standard library, which would
     build the whole tree, is never used on a large frame. Nesting is checked
-    first, on the bytes (:func:`~acp_proxy.core.wire.views.nesting_exceeds`,
+    first, on the bytes (:func:`~acp_proxy.core.wire.nesting.nesting_exceeds`,
     only when the frame holds more ``{`` and ``[`` than the limit: two counts
     at C speed, about 1 ms a MiB; the scan skips strings in C, about 6 ms a
     MiB), so a large frame gets the verdict a small one would, whatever the
@@ -557,9 +544,6 @@ def _parse_batch(raw: bytes, dense_bytes: int, min_bytes_per_value: int, max_dep
     spans = request_spans(raw)
     m.items = [parse(raw[a:b], dense_bytes, min_bytes_per_value, max_depth) for a, b in spans]
     return m
-
-
-_NOT_STRICT_UTF8 = "not valid JSON: not strict UTF-8"
 
 
 def _long_integer(raw: bytes) -> Message:
