@@ -40,7 +40,7 @@ from acp_proxy.core.wire.keys import VIEW_REF_LISTS as _REF_LISTS
 from acp_proxy.core.wire.keys import VIEW_RESULT as _RESULT
 from acp_proxy.core.wire.keys import VIEW_TOP as _TOP
 from acp_proxy.core.wire.keys import VIEW_UPDATE as _UPDATE
-from acp_proxy.core.wire.reasons import DUPLICATE_REASON
+from acp_proxy.core.wire.reasons import DUPLICATE_REASON, oversize_meta_reason
 
 __all__ = [
     "FIELD_BYTES",
@@ -80,10 +80,7 @@ DECODE_BUDGET = 1024 * 1024
 FIELD_BYTES = 256 * 1024
 _NONE = Raw()
 
-OVERSIZE_META_REASON = (
-    f"params._meta over {FIELD_BYTES} bytes in a large message: too large to check for "
-    "decision keys"
-)
+OVERSIZE_META_REASON = oversize_meta_reason(FIELD_BYTES)
 
 
 class TooDense(ValueError):
