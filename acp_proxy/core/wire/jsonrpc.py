@@ -34,7 +34,7 @@ from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS, exact
 from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than
 from acp_proxy.core.wire.reasons import too_deep_reason
 from acp_proxy.core.wire.shape import SAFE_INT, classify
-from acp_proxy.core.wire.verdict import Kind, Verdict
+from acp_proxy.core.wire.verdict import Kind, Shape, Verdict
 from acp_proxy.core.wire.views import ID_KEY, VIEW_KEY
 
 __all__ = [
@@ -200,6 +200,7 @@ _OK = Verdict.OK
 _BATCH = Kind.BATCH
 _INVALID = Kind.INVALID
 _LIMITS: dict[tuple[int, int, int, int], Limits] = {}
+_UNREAD = Shape(_INVALID)
 #: Default ``limits.max_session_id_bytes``.
 MAX_SESSION_ID_BYTES = 1024
 
@@ -258,7 +259,9 @@ def parse(
         on its own bytes. This never raises.
     """
     facts = decode(raw, dense_bytes, min_bytes_per_value, max_depth)
-    shape = classify(facts.body, facts.elements)
+    body = facts.body
+    # a frame the decoders could not read has no shape: only their rows can fail
+    shape = classify(body, facts.elements) if body is not None or not facts.faulty else _UNREAD
     key = (dense_bytes, min_bytes_per_value, max_depth, max_session_id_bytes)
     limits = _LIMITS.get(key)
     if limits is None:  # a connection's limits are few: one record each, kept (at most 64)
