@@ -385,7 +385,11 @@ def reply_id(m: Message, any_type: bool = False) -> JsonId | RawId | None:
     verdict = m.verdict
     if verdict is _NOT_JSON or verdict is _TOO_DEEP or m.kind is _BATCH:
         return None
-    raw = m.raw
+    return _id_bytes(m.raw, body, any_type)
+
+
+def _id_bytes(raw: bytes, body: Any, any_type: bool) -> JsonId | RawId | None:
+    """:func:`reply_id` read from the bytes of a frame that is JSON within the limits."""
     if (not isinstance(body, dict) or VIEW_KEY in body) and len(ID_KEY.findall(raw)) > 1:
         return None  # not decoded whole: no duplicate detection, so count the spellings
     try:
