@@ -42,7 +42,7 @@ from acp_proxy.core.wire.utf8 import strict_utf8
 from acp_proxy.core.wire.verdict import Facts, Faults
 from acp_proxy.core.wire.views import TooDense, decode_view
 
-__all__ = ["ID_MEMBERS", "decode", "lead"]
+__all__ = ["ID_MEMBERS", "decode", "fast_dumps", "fast_loads", "lead"]
 
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()

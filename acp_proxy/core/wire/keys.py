@@ -119,50 +119,22 @@ TOP_VALUES = ("method",)
 PARAMS_VALUES = ("sessionId",)
 UPDATE_VALUES = ("sessionUpdate", "sessionId", "senderSessionId", "recipientSessionId")
 
-# Members each view level reads (docs/design.md section 2): decision keys and the
-# fields the registry, the hold buffer and the rules read.
-VIEW_TOP = frozenset({"jsonrpc", "id", "method", "params", "result", "error", "_meta"})
-VIEW_PARAMS = frozenset(
-    {
-        "sessionId",
-        "update",
-        "_meta",
-        "field_meta",
-        "session_id",
-        "requestId",
-        "clientCapabilities",
-        "protocolVersion",
-        "method",  # proxy/successor envelopes wrap a method and its params
-        "params",
-    }
-)
-VIEW_UPDATE = frozenset(
-    {
-        "sessionUpdate",
-        "sessionId",
-        "senderSessionId",
-        "recipientSessionId",
-        "messageId",
-        "title",
-        "description",
-        "capabilities",
-        "state",
-        "cwd",
-        "additionalDirectories",
-        "_meta",
-        "content",
-        "background",
-        "session_update",
-        "session_id",
-        "sender_session_id",
-        "recipient_session_id",
-        "field_meta",
-    }
-)
-VIEW_RESULT = frozenset({"sessionId", "protocolVersion"})
-VIEW_ERROR = frozenset({"code", "message"})
-# Registry fields: decoded up to FIELD_BYTES, else a stand-in.
+# Members each view level reads (docs/design.md section 2): the decision keys of
+# the level and their snake_case aliases, plus the fields the registry, the hold
+# buffer and the engine read.
+#: Registry fields: decoded up to ``views.FIELD_BYTES``, else a stand-in.
 VIEW_FIELDS = frozenset(
     {"title", "description", "capabilities", "state", "cwd", "additionalDirectories"}
 )
+#: Lists whose items may name a session (the hold buffer reads them).
 VIEW_REF_LISTS = frozenset({"content", "background"})
+VIEW_TOP = DECISION_KEYS[0] | {"_meta"}
+VIEW_PARAMS = (
+    DECISION_KEYS[1]
+    | SNAKE_PARAMS_KEYS
+    # proxy/successor envelopes wrap a method and its params
+    | {"requestId", "clientCapabilities", "protocolVersion", "method", "params"}
+)
+VIEW_UPDATE = DECISION_KEYS[2] | SNAKE_UPDATE_KEYS | VIEW_FIELDS | VIEW_REF_LISTS | {"messageId"}
+VIEW_RESULT = frozenset({"sessionId", "protocolVersion"})
+VIEW_ERROR = frozenset({"code", "message"})
