@@ -49,6 +49,7 @@ from acp_proxy.config.files import (
     resolve_audit_paths,
 )
 from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
+from acp_proxy.shell.log_levels import DEFAULT_LEVEL, LEVEL_NAMES, register_notice
 
 if TYPE_CHECKING:  # the shell is imported when a mode runs, not at startup
     from acp_proxy.shell.audit import AuditLog
@@ -118,9 +119,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--log-level",
-        default="warning",
-        choices=["debug", "info", "warning", "error"],
-        help="the proxy's own log level (stderr)",
+        default=DEFAULT_LEVEL,
+        choices=LEVEL_NAMES,
+        help="the proxy's own log level (stderr); the default, notice, shows one line per "
+        "request the proxy refused or answered for the user",
     )
     p.add_argument("--log-file", metavar="FILE", help="write the proxy's own log here, not stderr")
     p.add_argument("--max-message-bytes", type=int, metavar="N", help="overrides [limits]")
@@ -205,6 +207,7 @@ def _setup_logging(level: str, log_file: str | None) -> None:
     handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
     root = logging.getLogger("acp_proxy")
     root.handlers[:] = [handler]
+    register_notice()
     root.setLevel(level.upper())
     root.propagate = False
 

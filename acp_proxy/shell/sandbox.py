@@ -338,6 +338,7 @@ def _write_settings(
         _PRIVATE_DIRS.append(directory)
         cache_dir = tempfile.mkdtemp(prefix="acp-proxy-cache-")
         _PRIVATE_DIRS.append(cache_dir)
+        os.mkdir(os.path.join(cache_dir, "tmp"), 0o700)  # the agent's TMPDIR (private_cache_env)
         hidden = [*config.sandbox.deny_read, *other_agents_credentials(agent_command)]
         settings = srt_settings(
             attrs.evolve(config.sandbox, deny_read=hidden),
