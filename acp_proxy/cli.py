@@ -8,7 +8,7 @@
     acp-proxy --connect ws://HOST:PORT/PATH [...]
     acp-proxy --chain [...]
     acp-proxy demo
-    acp-proxy config {default,strict}
+    acp-proxy config [default|strict|budgets|permissions]
     acp-proxy check-config FILE [-- AGENT_CMD ...]
     acp-proxy replay [--config FILE] [--diff] TRACE
     acp-proxy view TRACE [-o FILE.html | --format conductor -o FILE]
@@ -40,6 +40,7 @@ from acp_proxy import __version__
 from acp_proxy.config import Config
 from acp_proxy.config.files import (
     BUNDLED,
+    BUNDLED_ABOUT,
     bundled_text,
     check_writable,
     expand_config_paths,
@@ -72,7 +73,7 @@ USAGE = """
       proxy component under an ACP conductor
   acp-proxy demo [--json] [--trace FILE]
       scripted client and agent through the proxy
-  acp-proxy config {default,strict}
+  acp-proxy config [default|strict|budgets|permissions]
       print a shipped configuration file, with its comments
   acp-proxy check-config FILE [-- AGENT_CMD ...]
       validate a config file and what it names, print the effective config
@@ -651,11 +652,11 @@ def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:
 
 def _print_config(rest: list[str]) -> int:
     usage = f"usage: acp-proxy config {{{','.join(BUNDLED)}}}"
-    if rest in (["-h"], ["--help"]):
+    if rest in ([], ["-h"], ["--help"]):
+        names = "".join(f"  {n:<12} {about}\n" for n, about in BUNDLED_ABOUT.items())
         print(
             f"{usage}\n\nPrints a configuration file shipped with acp-proxy, with its comments:\n"
-            "  default  every key with its default value\n"
-            "  strict   a starting point for untrusted agents\n"
+            f"{names}"
             "Start from one: acp-proxy config strict > ~/.config/acp-proxy/strict.toml"
         )
         return 0
