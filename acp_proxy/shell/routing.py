@@ -56,17 +56,18 @@ LOG_LINE_LIMIT = 300
 LOG_THROTTLE = Throttle(burst=10, window_seconds=1.0)
 
 
-def _brief(fields: dict[str, object]) -> str:
-    """``k=v`` pairs, each value a bounded preview (never a full repr of peer data)."""
+def _brief(fields: dict[str, object], width: int = 80) -> str:
+    """``k=v`` pairs, each value a bounded preview of ``width`` characters (never a full
+    repr of peer data)."""
     return " ".join(
-        f"{k}={preview(v, 80)}" for k, v in fields.items() if v is not None and k != "content"
+        f"{k}={preview(v, width)}" for k, v in fields.items() if v is not None and k != "content"
     )
 
 
-def _cut(text: str) -> str:
-    if len(text) <= LOG_LINE_LIMIT:
+def _cut(text: str, limit: int = LOG_LINE_LIMIT) -> str:
+    if len(text) <= limit:
         return text
-    return f"{text[:LOG_LINE_LIMIT]}...({len(text)} chars)"
+    return f"{text[:limit]}...({len(text)} chars)"
 
 
 def flush_log_summaries(everything: bool = False) -> None:
@@ -102,6 +103,11 @@ _DECISIONS = frozenset(
     }
 )
 
+#: characters kept of a decision line, and of each of its values: enough for a budget's
+#: reason beside a UUID session id (the line is the user's one view of a denial)
+DECISION_LINE_LIMIT = 600
+DECISION_VALUE_LIMIT = 160
+
 #: the fields such a log line names, in this order
 _DECISION_FIELDS = (
     *("rule", "action", "optionId", "budget", "count", "limit"),
@@ -121,7 +127,8 @@ def _log_decision(a: Audit) -> None:
         named = {k: fields.get(k) for k in _DECISION_FIELDS}
         if a.event is AuditEvent.MUTATION_REJECTED and named["rule"] is None:
             named["rule"] = "[enforcement] child allowlist"
-        log.log(NOTICE, "%s", _cut(f"decided for the user: {a.event} {_brief(named)}"))
+        line = f"decided for the user: {a.event} {_brief(named, DECISION_VALUE_LIMIT)}"
+        log.log(NOTICE, "%s", _cut(line, DECISION_LINE_LIMIT))
 
 
 def _log_held_dropped(a: Audit) -> None:

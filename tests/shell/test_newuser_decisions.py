@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from support.corekit import AGENT, CLIENT, announce, req, resp
+from support.corekit import AGENT, CLIENT, announce, req, resp, update
 
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.engine import ProxyCore
@@ -123,3 +123,25 @@ def test_at_warning_level_a_denial_is_not_logged(caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.WARNING, logger="acp_proxy"):
         route_actions(core.receive(AGENT, _ask(7, "fetch"), 1.0), None)
     assert caplog.records == []
+
+
+def test_a_cancelled_turn_keeps_its_whole_reason(caplog: pytest.LogCaptureFixture) -> None:
+    """A budget that cancels a turn, with a UUID session id (as real agents name
+    sessions): the line keeps the reason whole, the one place it says what happens."""
+    sid = "8ae2a653-9c7a-429b-8f30-e6dae21a7ed9"
+    core = ProxyCore(config_from_dict({"budgets": {"max_tool_calls_per_turn": 1}}))
+    core.receive(CLIENT, req(0, "initialize", {"protocolVersion": 1}), 0.0)
+    core.receive(AGENT, resp(0, {"protocolVersion": 1}), 0.0)
+    core.receive(CLIENT, req("new", "session/new", {"cwd": "/ws", "mcpServers": []}), 0.0)
+    core.receive(AGENT, resp("new", {"sessionId": sid}), 0.0)
+    core.receive(CLIENT, req(2, "session/prompt", {"sessionId": sid, "prompt": []}), 1.0)
+    with caplog.at_level(NOTICE, logger="acp_proxy"):
+        for n in range(2):
+            call = {"sessionUpdate": "tool_call", "toolCallId": f"t{n}", "title": "ls"}
+            route_actions(core.receive(AGENT, update(sid, call), 2.0), None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "decided for the user: budget_exceeded budget='max_tool_calls_per_turn' count=2 "
+        f"limit=1 method='session/cancel' id=2 sessionId='{sid}' reason='budget "
+        "max_tool_calls_per_turn: 2 tool calls in one prompt turn (limit 1); the proxy "
+        "cancels the turn'"
+    ]
