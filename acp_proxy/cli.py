@@ -746,7 +746,11 @@ def _check_config_verdict(path: str, cfg: Config, agent: str | None) -> None:
     warnings = risky_settings(cfg)
     for warning in warnings:
         print(f"acp-proxy check-config: warning: {warning}", file=sys.stderr)
-    audit = os.path.abspath(cfg.audit.path) if cfg.audit.path else "off"
+    audit = (
+        os.path.abspath(cfg.audit.path)
+        if cfg.audit.path
+        else "off in this file (--audit-log FILE on the proxy's command line keeps one)"
+    )
     found = agent if agent is not None else "not checked (give its command after --)"
     count = {0: "no warnings", 1: "1 warning"}.get(len(warnings), f"{len(warnings)} warnings")
     print(

@@ -56,7 +56,8 @@ def test_risky_settings_warn_and_still_pass(tmp_path: Path) -> None:
         "code clients recognise: use -32601 (method not found) or -32600 (invalid request)",
         "acp-proxy check-config: warning: limits.max_message_bytes = 10 is below 65536 bytes, "
         "too small for an initialize: every session would fail (the default is 33554432)",
-        f"acp-proxy check-config: OK: {cfg} is valid; audit log: off; agent: not checked "
+        f"acp-proxy check-config: OK: {cfg} is valid; audit log: off in this file "
+        "(--audit-log FILE on the proxy's command line keeps one); agent: not checked "
         "(give its command after --); 3 warnings",
     ]
 
