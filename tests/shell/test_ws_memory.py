@@ -25,7 +25,7 @@ from acp_proxy.shell.transport.ws_bytes import FRAGMENT_BYTES, ByteCountingConne
 from benchmarks.memprobe import SHAPES
 from benchmarks.websocket import ws_run
 from benchmarks.ws_memprobe import measure_ws, ws_batch_rss
-from shell.test_relay_inprocess import MemoryTransport, chunk, enc
+from shell.test_relay_inprocess import MemoryTransport, chunk, open_session
 
 MIB = 1024 * 1024
 
@@ -64,47 +64,34 @@ def test_opening_and_closing_connections_resizes_every_share() -> None:
     assert queues.share == 2 * MIB
 
 
+async def _stalled_agent(client: MemoryTransport, agent: MemoryTransport) -> None:
+    """Opens session ``S``, then the agent sends 1000 chunks of ~1 KiB (its channel holds
+    them all) toward a client that reads no more."""
+    await open_session(client, agent, "S")
+    for _ in range(1000):  # ~1 MiB, well under the stdio bound
+        await agent.peer_sends(chunk("S", "y" * 1000))
+
+
 async def test_a_smaller_share_bounds_what_a_relay_reads_from_its_agent() -> None:
     """With the client not reading, a relay whose share is 64 KiB takes only about that much
-    of the agent's output (the stdio bound of 4 MiB would take it all)."""
+    of the agent's output (the stdio bound of 4 MiB would take it all); when the share grows
+    (a connection closed), the waiting reader goes on and takes the rest."""
     client, agent = MemoryTransport("client", out_capacity=0), MemoryTransport("agent")
-    relay = Relay(ProxyCore(), client, agent, channel_batches=1000)
+    relay = Relay(ProxyCore(), client, agent, channel_batches=2000)
     queues = QueueShare(total_bytes=MIN_QUEUED_BYTES)
     queues.add(relay)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(relay.run)
         with trio.fail_after(10):
-            await client.peer_sends(enc({"jsonrpc": "2.0", "id": "n", "method": "session/new"}))
-            await agent.next_json()
-            await agent.peer_sends(enc({"jsonrpc": "2.0", "id": "n", "result": {"sessionId": "S"}}))
-            for _ in range(1000):  # ~1 MiB, well under the stdio bound
-                await agent.peer_sends(chunk("S", "y" * 1000))
-            await trio.testing.wait_all_tasks_blocked()
-            # 64 KiB queued, one batch waiting at the budget, one being written
-            assert agent.taken < 100
-        nursery.cancel_scope.cancel()
-
-
-async def test_a_resized_budget_wakes_the_waiting_reader() -> None:
-    """A reader waiting at its bound goes on when the share grows (a connection closed)."""
-    client, agent = MemoryTransport("client", out_capacity=0), MemoryTransport("agent")
-    relay = Relay(ProxyCore(), client, agent, channel_batches=1000)
-    relay.set_max_queued_bytes(MIN_QUEUED_BYTES)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(relay.run)
-        with trio.fail_after(10):
-            await client.peer_sends(enc({"jsonrpc": "2.0", "id": "n", "method": "session/new"}))
-            await agent.next_json()
-            await agent.peer_sends(enc({"jsonrpc": "2.0", "id": "n", "result": {"sessionId": "S"}}))
-            for _ in range(300):
-                await agent.peer_sends(chunk("S", "y" * 1000))
+            await _stalled_agent(client, agent)
             await trio.testing.wait_all_tasks_blocked()
             before = agent.taken
             relay.set_max_queued_bytes(DEFAULT_MAX_QUEUED_BYTES)
             await trio.testing.wait_all_tasks_blocked()
-            assert before < 100
-            assert agent.taken == 301  # everything: the session/new answer and 300 chunks
         nursery.cancel_scope.cancel()
+    # 64 KiB queued, one batch waiting at the budget, one being written
+    assert before < 100
+    assert agent.taken == 1001  # the session/new answer and the 1000 chunks
 
 
 async def _echo_server(received: list[str], got: trio.Event, task_status: Any) -> None:
