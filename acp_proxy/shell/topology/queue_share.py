@@ -7,7 +7,7 @@ than their agents write would fill every connection's queue: 50 connections
 held 4 MiB each, 244 MiB in all. :class:`QueueShare` gives the connections
 open at a time an equal share of :data:`LISTEN_QUEUED_BYTES` per direction,
 at most the stdio bound and at least :data:`MIN_QUEUED_BYTES`: one
-connection keeps 4 MiB, 50 get 160 KiB each. A message larger than its
+connection keeps 4 MiB, 50 get 164 KiB each. A message larger than its
 share still passes alone (the relay admits one batch over the bound when
 nothing else is queued), so no message is refused for it, and a connection
 never waits for another one: each share is its own.
