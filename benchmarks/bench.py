@@ -86,7 +86,9 @@ from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
 from benchmarks.startup import startup_added
 from benchmarks.throughput import measure_stream, median_rate, mixed, throughput
-from benchmarks.websocket import ws_available, ws_scaling
+from benchmarks.websocket import per_connection_kib, ws_available, ws_scaling
+from benchmarks.ws_isolation import ws_isolation
+from benchmarks.ws_memprobe import ws_batch_rss
 
 __all__ = [
     "KIB",
@@ -235,6 +237,9 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     if ws_available():
         log(f"scaling: WebSocket connections {list(sizes.ws_connections)}")
         res["scaling_ws_connections"] = ws_scaling(sizes)
+        res["ws_per_connection_kib"] = per_connection_kib(res["scaling_ws_connections"])
+        log("isolation: another connection's round trips while a hostile message is handled")
+        res["ws_isolation"] = ws_isolation((32 if sizes.repeat >= 3 else 4) * MIB - 64)
     else:
         res["scaling_ws_connections"] = (
             "not measured: acp_proxy.shell.topology.listen (--listen ws://...) does not exist yet"
@@ -261,6 +266,9 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
 
     log("memory: one agent batch of 300,000 {} and one client batch of 200,000")
     res["batch_rss"] = batch_rss(1.0 if sizes.repeat >= 3 else 0.1)
+    log("memory: the same batches over WebSocket (--listen)")
+    ws_batches = ws_batch_rss(1.0 if sizes.repeat >= 3 else 0.1)
+    res["batch_rss"].update({f"{d}_ws": fig for d, fig in ws_batches.items()})
 
     res["targets"] = targets(res)
     res["load_avg_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}

@@ -296,4 +296,17 @@ def format_table(res: dict[str, Any]) -> str:
         )
     else:
         lines.append(f"WebSocket connections: {ws}")
+    if res.get("ws_per_connection_kib") is not None:
+        lines.append(
+            "WebSocket: server peak RSS per busy connection (slope between the two largest "
+            f"counts), KiB: {res['ws_per_connection_kib']:,.1f}"
+        )
+    iso = res.get("ws_isolation")
+    if isinstance(iso, dict):
+        lines.append(
+            f"WebSocket isolation: round trips while another connection's hostile "
+            f"{iso['message_bytes'] / 2**20:.0f} MiB message is handled, ms: p50 "
+            f"{iso['during_p50_ms']:.2f} (before {iso['before_p50_ms']:.2f}), worst "
+            f"{iso['during_worst_ms']:,.1f} over {iso['round_trips_during']:,}"
+        )
     return "\n".join(lines)
