@@ -12,16 +12,12 @@ from typing import Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
-from acp_proxy.core.engine.budgets import BudgetGate
-from acp_proxy.core.engine.counters import Counters
-from acp_proxy.core.engine.elicitation import ELICITATION_CREATE, ElicitationGate
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
-from acp_proxy.core.engine.permissions import PermissionGate
-from acp_proxy.core.session.dedup import StateDedup
-from acp_proxy.core.session.hold import Evicted, HoldBuffer
+from acp_proxy.core.engine.context import EngineContext, EnginePart
+from acp_proxy.core.engine.elicitation import ELICITATION_CREATE
+from acp_proxy.core.engine.negotiated import peer_info, peer_name
+from acp_proxy.core.session.hold import Evicted
 from acp_proxy.core.session.patch import UNSET
-from acp_proxy.core.session.registry import MAX_DEPTH, Registry, UpdateOutcome
+from acp_proxy.core.session.registry import MAX_DEPTH, UpdateOutcome
 from acp_proxy.core.session.schema import PATCH_FIELDS, view_subagent_update
 from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
@@ -49,52 +45,28 @@ def _name(value: str | None) -> str:
     return repr(value) if value is not None else "(unnamed)"
 
 
-class AgentDirection:
+class AgentDirection(EnginePart):
     """What :class:`~acp_proxy.core.engine.ProxyCore` does with agent messages.
 
     Args:
-        config: the effective configuration.
-        registry: the connection's subagent registry (patched here).
-        hold: the connection's hold buffer.
-        dedup: the connection's duplicate state report filter.
-        ledger: outcomes, counters and requests in flight.
-        negotiated: what ``initialize`` negotiated.
-        gate: the permission gate (decides governed agent requests on delivery).
-        budgets: the budget gate (turns, tool calls, usage, repeated permission requests).
-        elicitation: the elicitation gate (``[elicitation]``, on delivery), if any.
+        ctx: the engine context. Read here: the configuration (``dedup``,
+            ``hold.on_expire``, limits), the subagent registry (patched here), the
+            hold buffer, the duplicate state report filter, the ledger (outcomes,
+            counters and requests in flight), what ``initialize`` negotiated, the
+            permission gate (decides governed agent requests on delivery), the
+            budget gate (turns, tool calls, usage, repeated permission requests)
+            and the elicitation gate (on delivery).
     """
 
-    def __init__(
-        self,
-        config: Config,
-        registry: Registry,
-        hold: HoldBuffer,
-        dedup: StateDedup,
-        ledger: Ledger,
-        negotiated: Negotiated,
-        gate: PermissionGate,
-        budgets: BudgetGate | None = None,
-        elicitation: ElicitationGate | None = None,
-    ) -> None:
-        self.config = config
-        self.budgets = budgets or BudgetGate(config, registry, ledger)
-        self.elicitation = elicitation
-        self.registry = registry
-        self.hold = hold
-        self.dedup = dedup
-        self.ledger = ledger
-        self.inflight = ledger.inflight
-        self.n: Counters = ledger.n
-        self.negotiated = negotiated
-        self.gate = gate
-        self._dedup_on = config.dedup.state_reports
+    def __init__(self, ctx: EngineContext) -> None:
+        super().__init__(ctx)
         # counting a snapshot's memory stops past this (it would not be remembered)
-        self._dedup_cap = config.limits.max_dedup_bytes
-        self._max_sid = config.limits.max_session_id_bytes
+        self._dedup_cap = ctx.limits.max_dedup_bytes
+        self._max_sid = ctx.limits.max_session_id_bytes
+        ctx.follow(self)
 
-    def reconfigure(self, config: Config) -> None:
-        """Takes the policy sections of ``config`` (:meth:`ProxyCore.reconfigure`)."""
-        self.config = config
+    def configure(self, config: Config) -> None:
+        """Takes the ``dedup`` section of ``config`` (:meth:`EngineContext.reconfigure`)."""
         self._dedup_on = config.dedup.state_reports
 
     def handle(self, m: Message, now: float, out: list[Action]) -> None:
@@ -335,7 +307,7 @@ class AgentDirection:
         out: list[Action],
         stack: list[Iterator[Message]] | None = None,
     ) -> None:
-        policy = self.config.hold.on_expire
+        policy = self.ctx.config.hold.on_expire
         why = f"{ev.reason}; {policy}"
         if ev.reason == "agent_exited" and self.inflight.gone[_CLIENT] is not None:
             policy = "drop"
@@ -524,7 +496,7 @@ class AgentDirection:
         if outcome is UpdateOutcome.REFUSED or outcome is UpdateOutcome.INVALID:
             reg.deny(cid)  # fail closed: mutations naming it are refused
         if outcome is UpdateOutcome.REFUSED:
-            limits = self.config.limits
+            limits = self.ctx.limits
             self.ledger.drop(
                 out,
                 m,

@@ -30,11 +30,10 @@ counted, but nothing is refused, answered or cancelled.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, StoreCall, StoreReply
-from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.session.budgets import (
     PromptWindow,
     RepeatCounter,
@@ -43,10 +42,12 @@ from acp_proxy.core.session.budgets import (
     repeat_key,
 )
 from acp_proxy.core.session.permissions import cancelled_frame, choose_option
-from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.wire.jsonrpc import Message, dumps
 from acp_proxy.core.wire.jsonscan import bounded_members
 from acp_proxy.core.wire.views import VIEW_KEY
+
+if TYPE_CHECKING:
+    from acp_proxy.core.engine.context import EngineContext
 
 __all__ = ["BUDGET_EXCEEDED_CODE", "BudgetGate"]
 
@@ -67,13 +68,13 @@ class BudgetGate:
     """Applies ``[budgets]`` to one connection.
 
     Args:
-        config: the effective configuration (:meth:`configure`).
-        registry: the connection's registry (a session's root).
-        ledger: outcomes, counters, requests in flight.
-        tools: what the agent announced of its tool calls (the permission gate's
-            :attr:`~acp_proxy.core.engine.permissions.PermissionGate.tools`, session
-            -> toolCallId -> (fields, bytes)): a v1 request naming a tool call by
-            id is compared with the announced kind, title and raw input.
+        ctx: the engine context: its registry (a session's root), its ledger
+            (outcomes, counters, requests in flight), what its permission gate
+            remembers of the agent's tool calls
+            (:attr:`~acp_proxy.core.engine.permissions.PermissionGate.tools`, session
+            -> toolCallId -> (fields, bytes): a v1 request naming a tool call by
+            id is compared with the announced kind, title and raw input), and its
+            configuration (:meth:`configure`, followed on a reload).
 
     Attributes:
         exceeded: budget name -> decisions that found it used up (metrics).
@@ -82,16 +83,10 @@ class BudgetGate:
         turns: root session -> its open turn.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        registry: Registry,
-        ledger: Ledger,
-        tools: dict[str, dict[str, tuple[dict[str, Any], int]]] | None = None,
-    ) -> None:
-        self.registry = registry
-        self._tools = tools if tools is not None else {}
-        self.ledger = ledger
+    def __init__(self, ctx: EngineContext) -> None:
+        self.registry = ctx.registry
+        self._tools = ctx.gate.tools
+        self.ledger = ledger = ctx.ledger
         self.inflight = ledger.inflight
         self.exceeded: dict[str, int] = {}
         self.waiting: tuple[StoreCall, Message] | None = None
@@ -105,7 +100,7 @@ class BudgetGate:
         self._tokens_unsent = 0
         self._adding = False
         self._store_down_said = False
-        self.configure(config)
+        ctx.follow(self)
 
     def configure(self, config: Config) -> None:
         """Takes ``[budgets]`` and ``policy.mode`` (also on a reload; counts stay)."""

@@ -12,17 +12,10 @@ from __future__ import annotations
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
-from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
-from acp_proxy.core.engine.budgets import BudgetGate
-from acp_proxy.core.engine.counters import Counters
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
-from acp_proxy.core.engine.permissions import PermissionGate
-from acp_proxy.core.session.dedup import StateDedup
-from acp_proxy.core.session.hold import HoldBuffer
+from acp_proxy.core.engine.context import EngineContext, EnginePart
+from acp_proxy.core.engine.negotiated import peer_info, peer_name
 from acp_proxy.core.session.policy import Rejection, check_mutation
-from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.workspace import (
     SESSION_DIRECTORY_METHODS,
     directories_outside,
@@ -40,58 +33,31 @@ _NOTIFICATION = Kind.NOTIFICATION
 _OPENS_SESSION = frozenset({"session/load", "session/resume"})
 
 
-class ClientDirection:
+class ClientDirection(EnginePart):
     """What :class:`~acp_proxy.core.engine.ProxyCore` does with client messages.
 
     Args:
-        config: the effective configuration.
-        registry: the connection's subagent registry (read here; the freshness
-            boundary starts here).
-        hold: the connection's hold buffer.
-        dedup: the connection's duplicate state report filter.
-        ledger: outcomes, counters and requests in flight.
-        negotiated: what ``initialize`` negotiated.
+        ctx: the engine context. Read here: the configuration (``enforcement``,
+            the sandbox's workspace), the subagent registry (the freshness
+            boundary starts here), the hold buffer, the duplicate state report
+            filter, the ledger (outcomes, counters and requests in flight), what
+            ``initialize`` negotiated, the permission gate (records workspaces;
+            drops late answers to requests whose ask timed out), the budget gate
+            (checks prompts; opens turns) and the admission gate (session requests).
         agent: the agent direction, which delivers what opening a session releases.
-        gate: the permission gate (records workspaces; drops late answers to
-            requests whose ask timed out).
-        budgets: the budget gate (checks prompts; opens turns).
-        admission: the admission gate (``[admission]`` on session requests), if any.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        registry: Registry,
-        hold: HoldBuffer,
-        dedup: StateDedup,
-        ledger: Ledger,
-        negotiated: Negotiated,
-        agent: AgentDirection,
-        gate: PermissionGate,
-        budgets: BudgetGate | None = None,
-        admission: AdmissionGate | None = None,
-    ) -> None:
-        self.config = config
-        self.budgets = budgets or BudgetGate(config, registry, ledger)
-        self.registry = registry
-        self.hold = hold
-        self.dedup = dedup
-        self.ledger = ledger
-        self.inflight = ledger.inflight
-        self.n: Counters = ledger.n
-        self.negotiated = negotiated
+    def __init__(self, ctx: EngineContext, agent: AgentDirection) -> None:
+        super().__init__(ctx)
         self.agent = agent
-        self.gate = gate
-        self.admission = admission
-        self.reconfigure(config)
+        ctx.follow(self)
 
-    def reconfigure(self, config: Config) -> None:
-        """Takes the ``enforcement`` section of ``config`` (:meth:`ProxyCore.reconfigure`).
+    def configure(self, config: Config) -> None:
+        """Takes the ``enforcement`` section of ``config`` (:meth:`EngineContext.reconfigure`).
 
         Grants are checked per message against the child's current
         capabilities, so a narrower table applies to children already registered.
         """
-        self.config = config
         self._mutations = config.enforcement.child_mutations
         self._read_only = frozenset(config.enforcement.child_read_only)
         sandbox = config.sandbox
@@ -200,7 +166,7 @@ class ClientDirection:
                 out,
                 _CLIENT,
                 m.id,
-                self.config.enforcement.reject_code,
+                self.ctx.config.enforcement.reject_code,
                 rejection.message,
                 rejection.data,
             )

@@ -29,12 +29,10 @@ the gate.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Send
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated
 from acp_proxy.core.session.permissions import (
     TOOL_FIELDS,
     Decision,
@@ -46,7 +44,6 @@ from acp_proxy.core.session.permissions import (
     workspace_from_params,
 )
 from acp_proxy.core.session.places import OwnFiles
-from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.sdk_reading import PathResolver
 from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import governed_misread
@@ -54,6 +51,9 @@ from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, dumps
 from acp_proxy.core.wire.jsonscan import bounded_members
 from acp_proxy.core.wire.passthrough import CANCEL_REQUEST
 from acp_proxy.core.wire.views import OPAQUE, VIEW_KEY
+
+if TYPE_CHECKING:
+    from acp_proxy.core.engine.context import EngineContext
 
 __all__ = ["PermissionGate"]
 
@@ -76,10 +76,10 @@ class PermissionGate:
     """Applies the permission policy to one connection's agent requests.
 
     Args:
-        config: the effective configuration (:meth:`configure`).
-        registry: the connection's subagent registry (read: children, parents).
-        ledger: outcomes, counters and requests in flight.
-        negotiated: what ``initialize`` negotiated (the request shape to read).
+        ctx: the engine context: its subagent registry (read: children, parents),
+            its ledger (outcomes, counters and requests in flight), what
+            ``initialize`` negotiated (the request shape to read), and its
+            configuration (:meth:`configure`, followed on a reload).
 
     Attributes:
         policy: the compiled ``[permissions]`` section.
@@ -89,13 +89,11 @@ class PermissionGate:
             (still in flight toward the client).
     """
 
-    def __init__(
-        self, config: Config, registry: Registry, ledger: Ledger, negotiated: Negotiated
-    ) -> None:
-        self.registry = registry
-        self.ledger = ledger
+    def __init__(self, ctx: EngineContext) -> None:
+        self.registry = ctx.registry
+        self.ledger = ledger = ctx.ledger
         self.inflight = ledger.inflight
-        self.negotiated = negotiated
+        self.negotiated = ctx.negotiated
         self.workspaces: dict[str, Workspace] = {}
         self._creating: dict[Any, Workspace] = {}  # client request id -> workspace
         # estimated bytes of each kept workspace (by session id, by creating request id)
@@ -119,7 +117,7 @@ class PermissionGate:
         self.resolve: PathResolver | None = None
         #: the proxy's own files, refused to every governed request
         self.own = OwnFiles()
-        self.configure(config)
+        ctx.follow(self)
 
     def use_filesystem(self, resolve: PathResolver | None, own: OwnFiles) -> None:
         """The shell shares the client's filesystem: resolve paths there, and keep
