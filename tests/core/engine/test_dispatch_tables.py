@@ -20,6 +20,7 @@ from acp_proxy.config.model import PERMISSION_METHODS
 from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.engine import agent as agent_module
+from acp_proxy.core.engine import client as client_module
 from acp_proxy.core.engine.elicitation import ELICITATION_CREATE
 from acp_proxy.core.session.registry import UpdateOutcome
 
@@ -192,3 +193,75 @@ def test_an_answer_that_settles_nothing_more_reaches_no_row(
     core.receive(CLIENT, req(9, "session/set_mode", {"sessionId": "S", "modeId": "x"}), 1.0)
     assert sends(core.receive(AGENT, resp(9, {}), 2.0), CLIENT)
     assert seen == []
+
+
+# ------------------------------------------------- the client direction's checks
+
+CHECKS = ["enforcement", "admission", "workspace", "budget"]
+
+
+def _checking_core() -> ProxyCore:
+    """A core where each check of the client direction can refuse something."""
+    core = ProxyCore(
+        config_from_dict(
+            {
+                "admission": {"roots": ["/ws", "/etc"], "applies_to": "all"},
+                "sandbox": {"enabled": True, "workspace": ["/ws", "/srv"]},
+                "budgets": {"prompts_per_window": 1},
+            }
+        )
+    )
+    core.receive(CLIENT, req("new", "session/new", {"cwd": "/ws", "mcpServers": []}), 0.0)
+    core.receive(AGENT, resp("new", {"sessionId": "S"}), 0.0)
+    core.receive(AGENT, announce("S", "C", capabilities={}), 0.0)
+    core.receive(CLIENT, req("p1", "session/prompt", {"sessionId": "S", "prompt": []}), 0.0)
+    return core
+
+
+def test_the_client_checks_run_in_order() -> None:
+    names = [c.__name__.removeprefix("_check_") for c in client_module._CHECKS]
+    assert names == CHECKS
+
+
+_PROMPT_C = req(1, "session/prompt", {"sessionId": "C", "prompt": []})
+_NEW_OUTSIDE_ROOTS = req(2, "session/new", {"cwd": "/srv", "mcpServers": []})
+_NEW_OUTSIDE_WORKSPACE = req(
+    3, "session/new", {"cwd": "/ws", "additionalDirectories": ["/etc"], "mcpServers": []}
+)
+_PROMPT_S = req(4, "session/prompt", {"sessionId": "S", "prompt": []})
+
+
+@pytest.mark.parametrize(
+    ("refused_by", "frame", "event"),
+    [
+        ("enforcement", _PROMPT_C, "mutation_rejected"),
+        ("admission", _NEW_OUTSIDE_ROOTS, "admission_refused"),
+        ("workspace", _NEW_OUTSIDE_WORKSPACE, "request_refused"),
+        ("budget", _PROMPT_S, "budget_exceeded"),
+    ],
+)
+def test_each_client_check_is_reached_and_the_first_refusal_ends_the_message(
+    monkeypatch: pytest.MonkeyPatch, refused_by: str, frame: bytes, event: str
+) -> None:
+    core = _checking_core()
+    seen: list[str] = []
+
+    def spy(check: Callable[..., bool]) -> Callable[..., bool]:
+        def run(*args: Any) -> bool:
+            seen.append(check.__name__.removeprefix("_check_"))
+            return check(*args)
+
+        return run
+
+    monkeypatch.setattr(client_module, "_CHECKS", tuple(spy(c) for c in client_module._CHECKS))
+    out = core.receive(CLIENT, frame, 1.0)
+    assert seen == CHECKS[: CHECKS.index(refused_by) + 1]
+    assert event in events(out)
+    assert sends(out, AGENT) == []
+
+
+def test_a_message_every_check_passes_is_forwarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = _checking_core()
+    core.receive(AGENT, resp("p1", {"stopReason": "end_turn"}), 0.5)
+    frame = req(5, "session/set_mode", {"sessionId": "S", "modeId": "x"})
+    assert sends(core.receive(CLIENT, frame, 1.0), AGENT) == [frame]
