@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["command_variants"]
 
@@ -52,27 +52,46 @@ def _line_variants(line: str, depth: int) -> list[str]:
 
 def _argv_variants(argv: Sequence[str], depth: int) -> list[str]:
     """An argv joined by single spaces (whitespace runs folded); again with the
-    executable's directory stripped (``/usr/bin/sudo`` -> ``sudo``); and every
-    argument of a ``sh -c`` / ``bash -c`` (any ``-...c...`` option), as a line."""
+    executable's directory stripped (``/usr/bin/sudo`` -> ``sudo``); and, for a
+    program of :data:`_INNER`, the command lines it runs (read to ``_MAX_DEPTH``)."""
     words = [" ".join(a.split()) for a in argv]
     out = [" ".join(argv), " ".join(words)]
     name = posixpath.basename(words[0]) if words else ""
     if name and name != words[0]:
         out.append(" ".join([name, *words[1:]]))
-    if depth < _MAX_DEPTH and name in _SHELLS:
-        flags = [a for a in argv[1:] if a.startswith("-") and not a.startswith("--")]
-        if any("c" in a[1:] for a in flags):
-            for arg in argv[1:]:
-                if not arg.startswith("-"):
-                    out += _line_variants(arg, depth + 1)
-    if depth < _MAX_DEPTH and name in _WRAPPERS:
-        # env FOO=1 sudo ls, exec bash -c ..., timeout 5 curl ...: the wrapped argv too
-        rest = list(argv[1:])
-        while rest and (rest[0].startswith("-") or "=" in rest[0] or rest[0][:1].isdigit()):
-            rest.pop(0)
-        if rest:
-            out += _argv_variants(rest, depth + 1)
+    inner = _INNER.get(name)
+    if inner is not None and depth < _MAX_DEPTH:
+        out += inner(argv, depth)
     return out
+
+
+def _script_variants(argv: Sequence[str], depth: int) -> list[str]:
+    """A shell's ``-c`` scripts (any ``-...c...`` option): every argument, as a line."""
+    flags = [a for a in argv[1:] if a.startswith("-") and not a.startswith("--")]
+    if not any("c" in a[1:] for a in flags):
+        return []
+    out: list[str] = []
+    for arg in argv[1:]:
+        if not arg.startswith("-"):
+            out += _line_variants(arg, depth + 1)
+    return out
+
+
+def _wrapped_variants(argv: Sequence[str], depth: int) -> list[str]:
+    """A wrapper's argv after its options (``env FOO=1 sudo ls``, ``exec bash -c ...``,
+    ``timeout 5 curl ...``)."""
+    rest = list(argv[1:])
+    while rest and (rest[0].startswith("-") or "=" in rest[0] or rest[0][:1].isdigit()):
+        rest.pop(0)
+    return _argv_variants(rest, depth + 1) if rest else []
+
+
+#: Program name -> the command lines it runs of its argv (the shells' scripts, the
+#: wrappers' argv).
+_INNER: dict[str, Callable[[Sequence[str], int], list[str]]] = {
+    **dict.fromkeys(_SHELLS, _script_variants),
+    **dict.fromkeys(_WRAPPERS, _wrapped_variants),
+}
 
 
 def _raw_value(value: object) -> str | None:
