@@ -90,7 +90,7 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
@@ -848,77 +848,127 @@ def _deny_path_glob(value: str | None, patterns: Sequence[str]) -> bool:
 
 
 def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bool:
-    """Every matcher the rule gives matches (AND).
+    """Every matcher the rule gives matches (AND; :data:`_MATCHERS`).
 
     A deny rule's globs also match case-folded, and its ``command`` (and any
     ``raw_input`` value) is read in every spelling :func:`command_variants`
     gives; allow and ask rules match exactly (fail closed).
     """
     deny = rule.action == "deny"
-    glob = _deny_glob if deny else _glob
-    if rule.session is not None and not glob(context.session_id, rule.session):
-        return False
-    if rule.child is not None and rule.child != context.child:
-        return False
-    if rule.parent is not None and not (context.child and glob(context.parent_id, rule.parent)):
-        return False
-    tool = facts.tool
-    for key, patterns in (
-        ("name", rule.tool_name),
-        ("kind", rule.tool_kind),
-        ("title", rule.tool_title),
-    ):
-        if patterns is not None and (tool is None or not glob(_str(tool.get(key)), patterns)):
-            return False
-    if rule.raw_input is not None:
-        raw = tool.get("rawInput") if tool is not None else None
-        if not isinstance(raw, dict):
-            return False
-        for key, patterns in rule.raw_input.items():
-            value = _raw_value(raw.get(key))
-            if not deny:
-                if not _glob(value, patterns):
-                    return False
-            elif value is None or not any(
-                _deny_glob(v, patterns) for v in _raw_variants(raw.get(key), value)
-            ):
-                return False
-    if rule.command is not None:
-        if not deny:
-            if not _glob(facts.command, rule.command):
-                return False
-        elif facts.command is None or not any(
-            _deny_glob(v, rule.command) for v in (facts.command, *facts.commands)
-        ):
-            return False
-    place = _deny_path_glob if deny else _glob
-    if rule.cwd is not None and not place(facts.cwd, rule.cwd):
-        return False
-    if rule.path is not None:
-        if facts.tool is not None:  # a tool call: its locations and diff paths
-            hits = [place(p, rule.path) for p in facts.paths]
-            if not (any(hits) if deny else hits and all(hits)):
-                return False
-        elif not place(facts.path, rule.path):
-            return False
-    if rule.inside_workspace is not None:
-        if not facts.has_location:
-            return False  # nothing to place: a tool_call subject, no path at all
-        located = facts.path if rule.method.startswith("fs/") else facts.cwd
-        inside = context.workspace.contains(located)
-        alt = platform_path(located) if deny and located is not None else None
-        if deny and rule.inside_workspace:
-            inside = (
-                inside
-                or context.workspace.contains(located, fold=True)
-                or context.workspace.contains(alt)
-                or context.workspace.contains(alt, fold=True)
-            )
-        elif deny:  # denied outside: outside if either spelling is
-            inside = inside and context.workspace.contains(alt)
-        if inside != rule.inside_workspace:
+    for field, matcher in _MATCHERS:
+        if getattr(rule, field) is not None and not matcher(rule, facts, context, deny):
             return False
     return True
+
+
+# Each matcher is called only when its rule field is given (not ``None``);
+# ``deny``: the rule is a deny rule.
+
+
+def _match_session(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.session is not None
+    return (_deny_glob if deny else _glob)(ctx.session_id, rule.session)
+
+
+def _match_child(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    return rule.child == ctx.child
+
+
+def _match_parent(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.parent is not None
+    return ctx.child and (_deny_glob if deny else _glob)(ctx.parent_id, rule.parent)
+
+
+def _tool_matcher(key: str, field: str) -> _Matcher:
+    """The matcher of rule ``field`` (``tool_name``...) on the tool call's ``key``."""
+
+    def match(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+        tool = facts.tool
+        glob = _deny_glob if deny else _glob
+        return tool is not None and glob(_str(tool.get(key)), getattr(rule, field))
+
+    return match
+
+
+def _match_raw_input(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.raw_input is not None
+    raw = facts.tool.get("rawInput") if facts.tool is not None else None
+    if not isinstance(raw, dict):
+        return False
+    for key, patterns in rule.raw_input.items():
+        value = _raw_value(raw.get(key))
+        if not deny:
+            if not _glob(value, patterns):
+                return False
+        elif value is None or not any(
+            _deny_glob(v, patterns) for v in _raw_variants(raw.get(key), value)
+        ):
+            return False
+    return True
+
+
+def _match_command(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.command is not None
+    if not deny:
+        return _glob(facts.command, rule.command)
+    return facts.command is not None and any(
+        _deny_glob(v, rule.command) for v in (facts.command, *facts.commands)
+    )
+
+
+def _match_cwd(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.cwd is not None
+    return (_deny_path_glob if deny else _glob)(facts.cwd, rule.cwd)
+
+
+def _match_path(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.path is not None
+    place = _deny_path_glob if deny else _glob
+    if facts.tool is None:
+        return place(facts.path, rule.path)
+    # a tool call: its locations and diff paths (deny: any of them; else all, and some)
+    hits = [place(p, rule.path) for p in facts.paths]
+    return any(hits) if deny else bool(hits) and all(hits)
+
+
+def _match_inside_workspace(
+    rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool
+) -> bool:
+    if not facts.has_location:
+        return False  # nothing to place: a tool_call subject, no path at all
+    located = facts.path if rule.method.startswith("fs/") else facts.cwd
+    ws = ctx.workspace
+    inside = ws.contains(located)
+    alt = platform_path(located) if deny and located is not None else None
+    if deny and rule.inside_workspace:
+        inside = (
+            inside
+            or ws.contains(located, fold=True)
+            or ws.contains(alt)
+            or ws.contains(alt, fold=True)
+        )
+    elif deny:  # denied outside: outside if either spelling is
+        inside = inside and ws.contains(alt)
+    return inside == rule.inside_workspace
+
+
+_Matcher = Callable[[PermissionRule, _Facts, SessionContext, bool], bool]
+
+#: Rule field -> its matcher; a rule matches when every matcher of a field it
+#: gives matches (pure functions: the order only saves work).
+_MATCHERS: tuple[tuple[str, _Matcher], ...] = (
+    ("session", _match_session),
+    ("child", _match_child),
+    ("parent", _match_parent),
+    ("tool_name", _tool_matcher("name", "tool_name")),
+    ("tool_kind", _tool_matcher("kind", "tool_kind")),
+    ("tool_title", _tool_matcher("title", "tool_title")),
+    ("raw_input", _match_raw_input),
+    ("command", _match_command),
+    ("cwd", _match_cwd),
+    ("path", _match_path),
+    ("inside_workspace", _match_inside_workspace),
+)
 
 
 # --- answers -------------------------------------------------------------------
