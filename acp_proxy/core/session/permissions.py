@@ -436,52 +436,60 @@ class Policy:
         if self.active and method in _LOCATED:
             misplaced = _not_absolute(method, p)
             if misplaced is not None:
-                return Decision(
-                    method,
-                    "deny",
-                    error_code=self.config.refuse_code,
-                    reason=misplaced,
-                    facts=_clean({k: _str(p.get(k)) for k in ("path", "cwd", "command")}),
-                    forced=True,
-                )
+                facts = _clean({k: _str(p.get(k)) for k in ("path", "cwd", "command")})
+                return self._refused(method, misplaced, facts)
         rules = self._by_method.get(method)
         if not rules and not own:
             return Decision(method, "ask")
-        if method == _REQUEST_PERMISSION:
-            shapes = _shapes(p, context, tools)
-        else:
-            shapes = [_facts(method, p, context)]
-        contexts = [context] * len(shapes)
-        if resolve is not None:
-            resolved = [_resolved(shape, resolve) for shape in shapes]
-            extra = [r for r in resolved if r is not None]
-            if extra:
-                shapes += extra
-                contexts += [_resolved_context(context, resolve)] * len(extra)
-        audit: dict[str, str] = {}
-        for shape in shapes:
-            for key, value in shape.audit.items():
-                audit.setdefault(key, value)
-        if own:
-            hit = own_file_hit(
-                (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
-                (x for s in shapes for x in (s.command, *s.commands) if x is not None),
-                own,
-            )
-            if hit is not None:
-                return Decision(
-                    method,
-                    "deny",
-                    error_code=self.config.refuse_code,
-                    reason=f"names the proxy's own file {hit}",
-                    facts=audit,
-                    forced=True,
-                )
+        shapes, contexts = _read_shapes(method, p, context, tools, resolve)
+        audit = _merged_audit(shapes)
+        hit = _own_file(shapes, own) if own else None
+        if hit is not None:
+            return self._refused(method, f"names the proxy's own file {hit}", audit)
         if not rules:
             return Decision(method, "ask")
         picks = [self._pick(rules, s, c) for s, c in zip(shapes, contexts, strict=True)]
+        return self._choose(method, picks, shapes, p, audit)
+
+    def _choose(
+        self,
+        method: str,
+        picks: list[tuple[str, PermissionRule] | None],
+        shapes: list[_Facts],
+        params: Mapping[str, Any],
+        audit: Mapping[str, str],
+    ) -> Decision:
+        """The decision among the rules each shape picked: a deny wins wherever it
+        matches; else a request that cannot be decided on its fields fails closed;
+        else every shape must have matched (``ask`` otherwise), an ask wins over allow."""
         chosen = next((c for c in picks if c is not None and c[1].action == "deny"), None)
-        why: str | None = None
+        if chosen is None:
+            closed = self._fail_closed(method, shapes, audit)
+            if closed is not None:
+                return closed
+            if any(c is None for c in picks):
+                return Decision(method, "ask", facts=audit)
+            chosen = next((c for c in picks if c is not None and c[1].action == "ask"), picks[0])
+        assert chosen is not None
+        return self._by_rule(method, chosen[0], chosen[1], shapes, params, audit)
+
+    def _refused(self, method: str, reason: str, facts: Mapping[str, str]) -> Decision:
+        """A deny whatever the rules say (``forced``), with ``permissions.refuse_code``."""
+        return Decision(
+            method,
+            "deny",
+            error_code=self.config.refuse_code,
+            reason=reason,
+            facts=facts,
+            forced=True,
+        )
+
+    def _fail_closed(
+        self, method: str, shapes: list[_Facts], audit: Mapping[str, str]
+    ) -> Decision | None:
+        """No deny rule matched, but the request cannot be decided on its fields:
+        refused (a request other than request_permission, or one the SDKs read
+        differently) or asked; ``None`` when it can be decided."""
         refuse = method != _REQUEST_PERMISSION
         disagreement = next((s.disagreement for s in shapes if s.disagreement), None)
         if disagreement is not None:
@@ -490,24 +498,24 @@ class Policy:
             why = UNREADABLE_REASON  # too large to read: refused, or asked (never allowed)
         elif self._reads_location[method] and any(shape.unresolved for shape in shapes):
             why = UNRESOLVED_REASON
-        if chosen is None and why is not None:
-            reason = f"{why}: fail closed"
-            if refuse:
-                return Decision(
-                    method,
-                    "deny",
-                    error_code=self.config.refuse_code,
-                    reason=reason,
-                    facts=audit,
-                    forced=True,
-                )
-            return Decision(method, "ask", reason=f"{why}: asked", facts=audit, forced=True)
-        if chosen is None:
-            if any(c is None for c in picks):
-                return Decision(method, "ask", facts=audit)
-            chosen = next((c for c in picks if c is not None and c[1].action == "ask"), picks[0])
-        assert chosen is not None
-        label, rule = chosen
+        else:
+            return None
+        if refuse:
+            return self._refused(method, f"{why}: fail closed", audit)
+        return Decision(method, "ask", reason=f"{why}: asked", facts=audit, forced=True)
+
+    def _by_rule(
+        self,
+        method: str,
+        label: str,
+        rule: PermissionRule,
+        shapes: list[_Facts],
+        params: Mapping[str, Any],
+        audit: Mapping[str, str],
+    ) -> Decision:
+        """What the chosen rule decides: its action; for a request_permission the
+        option to answer with (asked when none fits, or the tool call's kind is unknown
+        while a deny rule reads ``tool_kind``)."""
         base = Decision(
             method, rule.action, label, rule.action, reason=f"rule {label}", facts=audit
         )
@@ -528,7 +536,7 @@ class Policy:
                 reason=f"rule {label}: the tool call's kind is unknown and a deny rule "
                 "reads tool_kind: asked",
             )
-        picked = choose_option(p.get("options"), rule.options)
+        picked = choose_option(params.get("options"), rule.options)
         if picked is None:
             wanted = " or ".join(rule.options)
             return attrs.evolve(
@@ -584,6 +592,47 @@ def choose_option(options: object, kinds: Sequence[str]) -> tuple[str, str] | No
             if kind == wanted and kind_of[oid] == kind:
                 return oid, kind
     return None
+
+
+def _read_shapes(
+    method: str,
+    params: Mapping[str, Any],
+    context: SessionContext,
+    tools: Mapping[str, Mapping[str, Any]] | None,
+    resolve: PathResolver | None,
+) -> tuple[list[_Facts], list[SessionContext]]:
+    """Every shape of a request the rules read, each with the context it is read in:
+    as given, then (with ``resolve``) every shape whose places resolve elsewhere,
+    read against the roots as given and resolved."""
+    if method == _REQUEST_PERMISSION:
+        shapes = _shapes(params, context, tools)
+    else:
+        shapes = [_facts(method, params, context)]
+    contexts = [context] * len(shapes)
+    if resolve is not None:
+        extra = [r for r in (_resolved(shape, resolve) for shape in shapes) if r is not None]
+        if extra:
+            shapes += extra
+            contexts += [_resolved_context(context, resolve)] * len(extra)
+    return shapes, contexts
+
+
+def _merged_audit(shapes: list[_Facts]) -> dict[str, str]:
+    """The audit fields of every shape (the first shape's value of a key wins)."""
+    audit: dict[str, str] = {}
+    for shape in shapes:
+        for key, value in shape.audit.items():
+            audit.setdefault(key, value)
+    return audit
+
+
+def _own_file(shapes: list[_Facts], own: OwnFiles) -> str | None:
+    """The proxy's own file a shape names (a place, or in a command line), or ``None``."""
+    return own_file_hit(
+        (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
+        (x for s in shapes for x in (s.command, *s.commands) if x is not None),
+        own,
+    )
 
 
 # --- facts and matching --------------------------------------------------------
