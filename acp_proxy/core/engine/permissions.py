@@ -29,7 +29,8 @@ the gate.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Send
@@ -54,6 +55,8 @@ from acp_proxy.core.wire.views import OPAQUE, VIEW_KEY
 
 if TYPE_CHECKING:
     from acp_proxy.core.engine.context import EngineContext
+
+_V = TypeVar("_V")
 
 __all__ = ["PermissionGate"]
 
@@ -232,7 +235,15 @@ class PermissionGate:
             longer in flight and must not be forwarded. False: forward it (an ask
             timer is started when its rule says so).
         """
-        rid: Any = m.id
+        decision = self._decision(m)
+        observed = self.observe and not decision.forced and decision.rule is not None
+        self._audit_decision(m, decision, observed, out)
+        if observed:  # policy.mode = "observe": decided and audited, then forwarded
+            return False
+        return _DISPOSITIONS[decision.disposition](self, m, decision, now, out)
+
+    def _decision(self, m: Message) -> Decision:
+        """The policy's decision on ``m``; a request an SDK could read otherwise is refused."""
         sid = m.session_id
         method = m.method
         assert method is not None
@@ -241,56 +252,72 @@ class PermissionGate:
             params = bounded_members(params[VIEW_KEY]) or {}
         why = governed_misread(method, params) if params is not None else None
         if why is not None:
-            decision = Decision(
+            return Decision(
                 method,
                 "deny",
                 error_code=INVALID_REQUEST,
                 reason=f"ambiguous message: {why}",
                 forced=True,
             )
-        else:
-            context = session_context(
-                sid if type(sid) is str else None, self.registry, self.workspaces
-            )
-            decision = self.policy.decide(
-                context,
-                method,
-                params,
-                tools=self._tools_named(sid, params),
-                resolve=self.resolve,
-                own=self.own,
-            )
+        context = session_context(sid if type(sid) is str else None, self.registry, self.workspaces)
+        return self.policy.decide(
+            context,
+            method,
+            params,
+            tools=self._tools_named(sid, params),
+            resolve=self.resolve,
+            own=self.own,
+        )
+
+    def _audit_decision(
+        self, m: Message, decision: Decision, observed: bool, out: list[Action]
+    ) -> None:
+        """Audits ``decision`` (if it has an event); an observed one says whether it
+        would have blocked, and counts it."""
         event = decision.audit_event
-        observed = self.observe and not decision.forced and decision.rule is not None
-        if event is not None:
-            fields = decision.audit_fields(sid, include_content=self.include_content)
-            if observed:  # policy.mode = "observe": decided and audited, then forwarded
-                blocks = decision.disposition == "refuse" or decision.action == "deny"
-                fields["would_block"] = blocks
-                fields["observed"] = True
-                if blocks and decision.rule is not None:
-                    wb = self.ledger.would_block
-                    wb[decision.rule] = wb.get(decision.rule, 0) + 1
-            self.ledger.audit(out, event, _AGENT, id=rid, **fields)
+        if event is None:
+            return
+        fields = decision.audit_fields(m.session_id, include_content=self.include_content)
         if observed:
-            return False
-        if decision.disposition == "forward":
-            if decision.action == "ask":
-                asked = self.asked
-                asked[rid] = (method, sid, decision.rule)
-                while len(asked) > self._max_remembered:
-                    del asked[next(iter(asked))]
-            timeout = decision.ask_timeout_seconds
-            if timeout is not None and decision.rule is not None:
-                self._start_timer(rid, now + timeout, decision.rule)
-            return False
-        self.inflight.pop(_AGENT, rid)
-        if decision.disposition == "answer":
-            answered = self.answered
-            answered[rid] = decision.rule or ""
-            while len(answered) > self._max_remembered:
-                del answered[next(iter(answered))]
+            blocks = decision.disposition == "refuse" or decision.action == "deny"
+            fields["would_block"] = blocks
+            fields["observed"] = True
+            if blocks and decision.rule is not None:
+                wb = self.ledger.would_block
+                wb[decision.rule] = wb.get(decision.rule, 0) + 1
+        self.ledger.audit(out, event, _AGENT, id=m.id, **fields)
+
+    # --- carrying a decision out, by its disposition (_DISPOSITIONS); True: the
+    # proxy answered the request (no longer in flight, not forwarded)
+
+    def _forwarded(self, m: Message, decision: Decision, now: float, out: list[Action]) -> bool:
+        """Forwarded for the client to decide: an ask is remembered (its answer is
+        audited), its rule's ask timer started."""
+        rid: Any = m.id
+        if decision.action == "ask":
+            assert m.method is not None
+            _remember_bounded(
+                self.asked, rid, (m.method, m.session_id, decision.rule), self._max_remembered
+            )
+        timeout = decision.ask_timeout_seconds
+        if timeout is not None and decision.rule is not None:
+            self._start_timer(rid, now + timeout, decision.rule)
+        return False
+
+    def _answered_here(self, m: Message, decision: Decision, now: float, out: list[Action]) -> bool:
+        """Answered with an option: remembered (a later ``$/cancel_request`` is dropped)."""
+        self.inflight.pop(_AGENT, m.id)
+        _remember_bounded(self.answered, m.id, decision.rule or "", self._max_remembered)
+        return self._reply(m, decision, out)
+
+    def _refused_here(self, m: Message, decision: Decision, now: float, out: list[Action]) -> bool:
+        """Refused with a JSON-RPC error."""
+        self.inflight.pop(_AGENT, m.id)
+        return self._reply(m, decision, out)
+
+    def _reply(self, m: Message, decision: Decision, out: list[Action]) -> bool:
         if self.inflight.gone[_AGENT] is None:
+            rid: Any = m.id
             self.ledger.reply(out, _AGENT, answer_frame(rid, decision))
         else:
             self.ledger.n.dropped += 1  # decided, but nobody is left to answer
@@ -515,3 +542,20 @@ class PermissionGate:
         self._creating.clear()
         self.workspace_bytes -= sum(self._creating_sizes.values())
         self._creating_sizes.clear()
+
+
+def _remember_bounded(table: dict[Any, _V], key: Any, value: _V, most: int) -> None:
+    """``table[key] = value``, the oldest entries forgotten past ``most``."""
+    table[key] = value
+    while len(table) > most:
+        del table[next(iter(table))]
+
+
+_CarryOut = Callable[[PermissionGate, Message, Decision, float, list[Action]], bool]
+
+#: A decision's disposition -> how the gate carries it out.
+_DISPOSITIONS: dict[str, _CarryOut] = {
+    "forward": PermissionGate._forwarded,
+    "answer": PermissionGate._answered_here,
+    "refuse": PermissionGate._refused_here,
+}

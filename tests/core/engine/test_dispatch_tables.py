@@ -21,6 +21,7 @@ from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.engine import agent as agent_module
 from acp_proxy.core.engine import client as client_module
+from acp_proxy.core.engine import permissions as permissions_module
 from acp_proxy.core.engine.elicitation import ELICITATION_CREATE
 from acp_proxy.core.session.registry import UpdateOutcome
 
@@ -265,3 +266,53 @@ def test_a_message_every_check_passes_is_forwarded(monkeypatch: pytest.MonkeyPat
     core.receive(AGENT, resp("p1", {"stopReason": "end_turn"}), 0.5)
     frame = req(5, "session/set_mode", {"sessionId": "S", "modeId": "x"})
     assert sends(core.receive(CLIENT, frame, 1.0), AGENT) == [frame]
+
+
+# ------------------------------------------ the permission gate's dispositions
+
+_OPTIONS = [
+    {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+]
+
+
+def _ask(rid: int, kind: str) -> bytes:
+    call = {"toolCallId": f"c{rid}", "title": "Tool", "kind": kind}
+    return req(
+        rid, "session/request_permission", {"sessionId": "S", "toolCall": call, "options": _OPTIONS}
+    )
+
+
+_RM = req(3, "terminal/create", {"sessionId": "S", "command": "rm", "args": ["-rf", "/"]})
+
+
+@pytest.mark.parametrize(
+    ("frame", "disposition", "to"),
+    [
+        (_ask(1, "read"), "answer", AGENT),
+        (_ask(2, "edit"), "forward", CLIENT),
+        (_RM, "refuse", AGENT),
+    ],
+)
+def test_each_disposition_of_a_permission_decision_is_carried_out_by_its_row(
+    monkeypatch: pytest.MonkeyPatch, frame: bytes, disposition: str, to: Peer
+) -> None:
+    seen = _record(monkeypatch, permissions_module._DISPOSITIONS)
+    core = ProxyCore(
+        config_from_dict(
+            {
+                "permissions": {
+                    "rules": [
+                        {"action": "allow", "tool_kind": ["read"]},
+                        {"action": "ask", "tool_kind": ["edit"]},
+                        {"action": "deny", "method": "terminal/create", "command": ["rm *"]},
+                    ]
+                }
+            }
+        )
+    )
+    open_session(core, "S")
+    out = core.receive(AGENT, frame, 1.0)
+    assert seen == [disposition]
+    assert len(sends(out, to)) == 1
+    assert set(permissions_module._DISPOSITIONS) == {"answer", "forward", "refuse"}
