@@ -500,47 +500,47 @@ class BudgetGate:
             True when the proxy answered it (a cancelled turn, a repeated tool
             call): it must not be forwarded.
         """
-        sid = m.session_id
-        root = self.root(sid)
+        root = self.root(m.session_id)
         if root is None:
             return False
+        return self._in_cancelled_turn(m, root, out) or self._repeated_call(m, out)
+
+    def _in_cancelled_turn(self, m: Message, root: str, out: list[Action]) -> bool:
+        """A permission request of a turn a budget cancelled: answered cancelled."""
         turn = self.turns.get(root)
-        if turn is not None and turn.over is not None:
-            self._decided(
-                out,
-                turn.over,
-                turn.tool_calls,
-                0,
-                _AGENT,
-                f"budget {turn.over}: the prompt turn was cancelled; its permission "
-                "requests are answered cancelled",
-                sessionId=sid,
-                method=m.method,
-                id=m.id,
-            )
-            if not self.observe:
-                self._answer(m, cancelled_frame(m.id if m.id is not None else 0), out)
-                return True
+        if turn is None or turn.over is None:
+            return False
+        self._decided(
+            out,
+            turn.over,
+            turn.tool_calls,
+            0,
+            _AGENT,
+            f"budget {turn.over}: the prompt turn was cancelled; its permission "
+            "requests are answered cancelled",
+            sessionId=m.session_id,
+            method=m.method,
+            id=m.id,
+        )
+        if self.observe:
+            return False
+        self._answer(m, cancelled_frame(m.id if m.id is not None else 0), out)
+        return True
+
+    def _repeated_call(self, m: Message, out: list[Action]) -> bool:
+        """``repeat_limit``: the same tool call asked too often in a session is
+        rejected (with a reject option the agent offered, else cancelled)."""
         limit = self.config.repeat_limit
         if not limit:
             return False
+        sid = m.session_id
         params: Any = m.params
         if params is not None and VIEW_KEY in params:
             params = bounded_members(params[VIEW_KEY]) or {}
-        if type(params) is not dict:
+        if type(params) is not dict or type(sid) is not str:
             return False
-        own = params.get("toolCall")
-        call: dict[str, Any] = {}
-        if type(own) is dict:
-            tcid = own.get("toolCallId")
-            known = self._tools.get(sid) if type(sid) is str else None
-            if known is not None and isinstance(tcid, str) and tcid in known:
-                call.update(known[tcid][0])  # announced first; the request's own fields win
-            call.update((k, v) for k, v in own.items() if v is not None)
-        subject = params.get("subject")
-        if type(subject) is dict and type(subject.get("toolCall")) is dict:
-            call.update(subject["toolCall"])
-        if not call or type(sid) is not str:
+        call = self._named_call(sid, params)
+        if not call:
             return False
         count = self.repeats.count(sid, repeat_key(call))
         if count <= limit:
@@ -571,6 +571,22 @@ class BudgetGate:
             frame = cancelled_frame(m.id if m.id is not None else 0)
         self._answer(m, frame, out)
         return True
+
+    def _named_call(self, sid: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The tool call a request names (v1 ``toolCall`` over what the agent announced
+        of it, the request's own fields winning; v2 ``subject.toolCall``); empty: none."""
+        own = params.get("toolCall")
+        call: dict[str, Any] = {}
+        if type(own) is dict:
+            tcid = own.get("toolCallId")
+            known = self._tools.get(sid)
+            if known is not None and isinstance(tcid, str) and tcid in known:
+                call.update(known[tcid][0])  # announced first; the request's own fields win
+            call.update((k, v) for k, v in own.items() if v is not None)
+        subject = params.get("subject")
+        if type(subject) is dict and type(subject.get("toolCall")) is dict:
+            call.update(subject["toolCall"])
+        return call
 
     def _answer(self, m: Message, frame: bytes, out: list[Action]) -> None:
         self.inflight.pop(_AGENT, m.id)
