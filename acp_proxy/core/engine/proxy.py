@@ -10,7 +10,8 @@ The engine is composed of parts, each owning its state: the
 :class:`~acp_proxy.core.engine.inflight.InFlight` requests), the
 :class:`~acp_proxy.core.engine.client.ClientDirection` (enforcement) and the
 :class:`~acp_proxy.core.engine.agent.AgentDirection` (hold, registry, dedup),
-sharing the session state (registry, hold buffer, dedup) they are given.
+sharing the session state (registry, hold buffer, dedup) and the gates through
+one :class:`~acp_proxy.core.engine.context.EngineContext`.
 :class:`ProxyCore` takes frames in, classifies them, forwards the ones no rule
 needs to inspect on the fast path and hands the rest to a direction.
 
@@ -30,20 +31,11 @@ import attrs
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send, StoreCall, StoreReply
-from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
-from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.client import ClientDirection
-from acp_proxy.core.engine.counters import CoreStatistics, Counters
-from acp_proxy.core.engine.elicitation import ElicitationGate
-from acp_proxy.core.engine.inflight import InFlight
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated
-from acp_proxy.core.engine.permissions import PermissionGate
+from acp_proxy.core.engine.context import EngineContext, EnginePart
+from acp_proxy.core.engine.counters import CoreStatistics
 from acp_proxy.core.engine.refusals import refuse, refuse_batch, refuse_oversize
-from acp_proxy.core.session.dedup import StateDedup
-from acp_proxy.core.session.hold import HoldBuffer
-from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import (
     INTERNAL_ERROR,
@@ -73,7 +65,7 @@ _BATCH = Kind.BATCH
 _OK = Verdict.OK
 
 
-class ProxyCore:
+class ProxyCore(EnginePart):
     """The sans-IO proxy engine for one client-agent connection.
 
     Args:
@@ -89,7 +81,9 @@ class ProxyCore:
     dedup in :mod:`~acp_proxy.core.engine.agent`.
 
     Attributes:
-        config: the effective configuration.
+        ctx: what the engine parts share (:mod:`~acp_proxy.core.engine.context`);
+            the members below are its members.
+        config: the effective configuration (``ctx.config``).
         registry: the subagent registry.
         hold: the hold buffer.
         dedup: the duplicate state report filter.
@@ -105,56 +99,27 @@ class ProxyCore:
     """
 
     def __init__(self, config: Config | None = None, *, label: str = "") -> None:
-        self.config = config = config or Config()
+        config = config or Config()
         limits = config.limits
-        self.registry = Registry(
-            limits.max_children,
-            max_sessions=limits.max_sessions,
-            max_child_bytes=limits.max_child_bytes,
-            max_registry_bytes=limits.max_registry_bytes,
-        )
-        self._known = self.registry.known  # the same set, one attribute lookup less
         self._dense_bytes = limits.dense_message_bytes
         self._min_value_bytes = limits.min_bytes_per_value
         self._max_depth = limits.max_nesting_depth
         self._max_sid = limits.max_session_id_bytes
-        self.hold = HoldBuffer(config.hold, self._reparse)
-        self.dedup = StateDedup(limits.max_dedup_bytes)
-        self.n = Counters()
-        self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
+        ctx = EngineContext.open(config, label, self._reparse)
+        super().__init__(ctx)  # the context's members, under the names the API has
+        self.permissions = ctx.gate
+        self._known = self.registry.known  # the same set, one attribute lookup less
         #: the agent stopped reading (:meth:`agent_stopped_reading`) but has not exited yet
         self.agent_deaf = False
-        self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
-        self.negotiated = Negotiated()
-        self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
-        self.budgets = BudgetGate(config, self.registry, self.ledger, self.permissions.tools)
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
-        self.admission = AdmissionGate(config, self.ledger)
-        self.elicitation = ElicitationGate(config, self.ledger, self.permissions)
-        self.agent = AgentDirection(
-            config,
-            self.registry,
-            self.hold,
-            self.dedup,
-            self.ledger,
-            self.negotiated,
-            self.permissions,
-            self.budgets,
-            self.elicitation,
-        )
-        self.client = ClientDirection(
-            config,
-            self.registry,
-            self.hold,
-            self.dedup,
-            self.ledger,
-            self.negotiated,
-            self.agent,
-            self.permissions,
-            self.budgets,
-            self.admission,
-        )
+        self.agent = AgentDirection(ctx)
+        self.client = ClientDirection(ctx, self.agent)
+
+    @property
+    def config(self) -> Config:
+        """The effective configuration (the context's; :meth:`reconfigure` swaps it)."""
+        return self.ctx.config
 
     def _needs_table(self) -> dict[str, str | None]:
         """The fast path's table of updates to inspect: the permission gate's, plus
@@ -185,23 +150,17 @@ class ProxyCore:
         buffers); :func:`acp_proxy.config.reload.apply_reload` gives a
         ``config`` whose other sections are unchanged.
 
-        **A new policy part must be swapped here**: a part built from a policy
-        section (such as a ``Policy(config.permissions)`` held on the core)
-        is rebuilt or handed the new section in this method, or a reload
-        would leave it deciding on the old policy.
+        The context swaps the configuration once
+        (:meth:`~acp_proxy.core.engine.context.EngineContext.reconfigure`) and
+        hands it to every part built from it: **a new policy part** derives
+        its values in a ``configure(config)`` method and registers with
+        ``ctx.follow(self)`` when built, or a reload would leave it deciding
+        on the old policy.
 
         Args:
             config: the effective configuration after the reload.
         """
-        self.config = config
-        self.hold.config = config.hold
-        self.ledger.include_content = config.audit.include_content
-        self.agent.reconfigure(config)
-        self.client.reconfigure(config)
-        self.permissions.configure(config)
-        self.budgets.configure(config)
-        self.admission.configure(config)
-        self.elicitation.configure(config)
+        self.ctx.reconfigure(config)
         self._needs = self._needs_table()
 
     @property
