@@ -290,6 +290,7 @@ def resolve_sandbox_workspace(cfg: Config) -> Config:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acp-proxy``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    collecting = gc.isenabled()  # _main holds the collector off while a run starts
     try:
         status = _main(argv)
         sys.stdout.flush()
@@ -302,6 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return _stdout_closed()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 #: the status of a command whose standard output was closed by its reader (``demo |

@@ -208,3 +208,12 @@ def test_a_missing_agent_command_is_refused_before_anything_starts(tmp_path: Pat
     )
     assert done.returncode == 2
     assert len(done.stderr.decode().splitlines()) == 1
+
+
+def test_a_refused_run_leaves_the_garbage_collector_on() -> None:
+    """The collector held off while a run starts is on again when ``main`` returns early."""
+    import gc
+
+    assert gc.isenabled()
+    assert cli.main(["--max-message-bytes", "0", "--", sys.executable, "-c", "pass"]) == 2
+    assert gc.isenabled()
