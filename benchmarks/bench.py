@@ -1,6 +1,7 @@
 """Benchmark: the proxy's cost, measured against baselines in the same run.
 
 ``python -m benchmarks [--quick | --preset NAME] [--profile FILE]``
+(``python -m benchmarks startup [RUNS]``: the start-up figures only)
 
 Every throughput workload is run, from one process of this module, three ways:
 
@@ -84,6 +85,7 @@ from benchmarks.report import (
 )
 from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
+from benchmarks.startup import main as startup_main
 from benchmarks.startup import startup_added
 from benchmarks.throughput import measure_stream, median_rate, mixed, throughput
 from benchmarks.websocket import per_connection_kib, ws_available, ws_scaling
@@ -285,6 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest and rest[0] == "--":
             rest = rest[1:]
         return run_relay(rest)
+    if args_in and args_in[0] == "startup":  # only the start-up figures (issue 29)
+        return startup_main(args_in[1:])
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="The proxy's cost against a direct pipe and a zero-inspection relay.",
