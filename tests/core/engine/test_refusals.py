@@ -47,7 +47,7 @@ CASES: list[tuple[Verdict, Peer, Any, bytes | None]] = [
         b"42",
     ),
     (Verdict.OVERSIZE, AGENT, Oversize(9_000_000, False, b'{"jsonrpc":"2.0","id":4'), None),
-    (Verdict.TOO_DEEP, CLIENT, prompt(b"3", b"[" * 600 + b"]" * 600), b"null"),
+    (Verdict.TOO_DEEP, CLIENT, prompt(b"3", b"[" * 600 + b"]" * 600), b"3"),
     (Verdict.NOT_JSON, CLIENT, b'{"jsonrpc":"2.0","id":3,', b"null"),
     (Verdict.NOT_JSON, AGENT, b"Starting agent...", None),
     (
