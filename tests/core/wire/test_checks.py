@@ -112,6 +112,9 @@ TWO_FAULTS = [
         b'{"jsonrpc":"2.0","id":9007199254740993,"method":"session/prompt",'
         b'"params":{"session_id":"S"}}',
     ),
+    # nested too deep and cut off before any closing bracket: shorter than two bytes a
+    # level, still too deep
+    ("nesting", "json", b'{"id":1,"params":' + b"[" * 70),
 ]
 
 
