@@ -1,6 +1,6 @@
 """Benchmark: the proxy's cost, measured against baselines in the same run.
 
-``python -m benchmarks [--quick | --preset NAME] [--profile FILE]``
+``python -m benchmarks [throughput] [--quick | --preset NAME] [--profile FILE]``
 
 Every throughput workload is run, from one process of this module, three ways:
 
@@ -85,7 +85,7 @@ from benchmarks.report import (
 from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
 from benchmarks.startup import startup_added
-from benchmarks.throughput import measure_stream, median_rate, mixed, throughput
+from benchmarks.throughput import measure_stream, median_rate, mixed, run_throughput, throughput
 from benchmarks.websocket import ws_available, ws_scaling
 
 __all__ = [
@@ -281,6 +281,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks",
         description="The proxy's cost against a direct pipe and a zero-inspection relay.",
     )
+    p.add_argument(
+        "part",
+        nargs="?",
+        choices=["all", "throughput"],
+        default="all",
+        help="'throughput': only the stream and mixed-turn ratios (default: all)",
+    )
     p.add_argument("--quick", action="store_true", help="smaller workloads (< 60 s)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="workload sizes (default: default)")
     p.add_argument(
@@ -295,6 +302,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"# {msg}", file=sys.stderr, flush=True)
 
+    if args.part == "throughput":
+        res = run_throughput(sizes, log)
+        res["preset"] = preset
+        print(json.dumps(res, separators=(", ", ": ")), flush=True)
+        return 0
     profile_top: list[str] | None = None
     if args.profile:
         log("profile: proxy under cProfile on the ~1 KiB stream")
