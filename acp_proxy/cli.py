@@ -8,7 +8,7 @@
     acp-proxy --connect ws://HOST:PORT/PATH [...]
     acp-proxy --chain [...]
     acp-proxy demo
-    acp-proxy config {default,strict}
+    acp-proxy config [default|strict|budgets|permissions]
     acp-proxy check-config FILE [-- AGENT_CMD ...]
     acp-proxy replay [--config FILE] [--diff] TRACE
     acp-proxy view TRACE [-o FILE.html | --format conductor -o FILE]
@@ -40,6 +40,7 @@ from acp_proxy import __version__
 from acp_proxy.config import Config
 from acp_proxy.config.files import (
     BUNDLED,
+    BUNDLED_ABOUT,
     bundled_text,
     check_writable,
     expand_config_paths,
@@ -49,6 +50,7 @@ from acp_proxy.config.files import (
     resolve_audit_paths,
 )
 from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
+from acp_proxy.shell.log_levels import DEFAULT_LEVEL, LEVEL_NAMES, register_notice
 
 if TYPE_CHECKING:  # the shell is imported when a mode runs, not at startup
     from acp_proxy.shell.audit import AuditLog
@@ -71,7 +73,7 @@ USAGE = """
       proxy component under an ACP conductor
   acp-proxy demo [--json] [--trace FILE]
       scripted client and agent through the proxy
-  acp-proxy config {default,strict}
+  acp-proxy config [default|strict|budgets|permissions]
       print a shipped configuration file, with its comments
   acp-proxy check-config FILE [-- AGENT_CMD ...]
       validate a config file and what it names, print the effective config
@@ -118,9 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--log-level",
-        default="warning",
-        choices=["debug", "info", "warning", "error"],
-        help="the proxy's own log level (stderr)",
+        default=DEFAULT_LEVEL,
+        choices=LEVEL_NAMES,
+        help="the proxy's own log level (stderr); the default, notice, shows one line per "
+        "request the proxy refused or answered for the user",
     )
     p.add_argument("--log-file", metavar="FILE", help="write the proxy's own log here, not stderr")
     p.add_argument("--max-message-bytes", type=int, metavar="N", help="overrides [limits]")
@@ -205,6 +208,7 @@ def _setup_logging(level: str, log_file: str | None) -> None:
     handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
     root = logging.getLogger("acp_proxy")
     root.handlers[:] = [handler]
+    register_notice()
     root.setLevel(level.upper())
     root.propagate = False
 
@@ -648,11 +652,11 @@ def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:
 
 def _print_config(rest: list[str]) -> int:
     usage = f"usage: acp-proxy config {{{','.join(BUNDLED)}}}"
-    if rest in (["-h"], ["--help"]):
+    if rest in ([], ["-h"], ["--help"]):
+        names = "".join(f"  {n:<12} {about}\n" for n, about in BUNDLED_ABOUT.items())
         print(
             f"{usage}\n\nPrints a configuration file shipped with acp-proxy, with its comments:\n"
-            "  default  every key with its default value\n"
-            "  strict   a starting point for untrusted agents\n"
+            f"{names}"
             "Start from one: acp-proxy config strict > ~/.config/acp-proxy/strict.toml"
         )
         return 0
@@ -742,7 +746,11 @@ def _check_config_verdict(path: str, cfg: Config, agent: str | None) -> None:
     warnings = risky_settings(cfg)
     for warning in warnings:
         print(f"acp-proxy check-config: warning: {warning}", file=sys.stderr)
-    audit = os.path.abspath(cfg.audit.path) if cfg.audit.path else "off"
+    audit = (
+        os.path.abspath(cfg.audit.path)
+        if cfg.audit.path
+        else "off in this file (--audit-log FILE on the proxy's command line keeps one)"
+    )
     found = agent if agent is not None else "not checked (give its command after --)"
     count = {0: "no warnings", 1: "1 warning"}.get(len(warnings), f"{len(warnings)} warnings")
     print(

@@ -23,6 +23,7 @@ from acp_proxy.errors import ConfigError, UsageError
 
 __all__ = [
     "BUNDLED",
+    "BUNDLED_ABOUT",
     "bundled_text",
     "check_readable",
     "check_writable",
@@ -35,8 +36,20 @@ __all__ = [
     "state_home",
 ]
 
-#: the configurations shipped inside the package (``acp-proxy config NAME``)
-BUNDLED = ("default", "strict")
+#: the configurations shipped inside the package (``acp-proxy config NAME``) and what
+#: each is for; the examples live in ``acp_proxy/config/examples/`` (``config/examples/``
+#: in a clone links there)
+BUNDLED_ABOUT = {
+    "default": "every key with its default value",
+    "strict": "a starting point for untrusted agents",
+    "budgets": "example: budgets on prompts, tool calls, turn time and tokens, observed first",
+    "permissions": "example: the [[permissions.rules]] reference, with a policy",
+}
+
+#: the names of :data:`BUNDLED_ABOUT`, in that order
+BUNDLED = tuple(BUNDLED_ABOUT)
+
+_EXAMPLES = frozenset({"budgets", "permissions"})
 
 _UNSET_VAR = re.compile(r"\$(\w+|\{[^}]*\})")
 
@@ -52,7 +65,10 @@ def bundled_text(name: str) -> str:
     """
     if name not in BUNDLED:
         raise KeyError(name)
-    return resources.files("acp_proxy.config").joinpath(f"{name}.toml").read_text("utf-8")
+    where = resources.files("acp_proxy.config")
+    if name in _EXAMPLES:
+        where = where.joinpath("examples")
+    return where.joinpath(f"{name}.toml").read_text("utf-8")
 
 
 def expand_path(value: str, what: str) -> str:

@@ -3,11 +3,15 @@
 Issue 32 item 5: an ``allow`` rule with no matcher (it answers every request of
 its method, with ``allow_always`` too when listed), a JSON-RPC error code that
 the JSON-RPC 2.0 specification (section 5.1) reserves for something else, a
-``limits.max_message_bytes`` too small for an ``initialize``. Pure: a function
+``limits.max_message_bytes`` too small for an ``initialize``, a
+``sandbox.allowed_domains`` entry srt never proxies (a loopback or private
+address: the sandboxed agent cannot reach it). Pure: a function
 of the loaded :class:`~acp_proxy.config.Config`.
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 import attrs
 
@@ -46,9 +50,71 @@ def _code_warning(key: str, code: int) -> str | None:
     return None
 
 
+#: what srt 0.0.83 puts in the sandboxed agent's NO_PROXY: these are dialled directly,
+#: from inside the sandbox, where there is no network
+_SRT_NO_PROXY = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        *("127.0.0.0/8", "::1/128", "169.254.0.0/16"),
+        *("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"),
+    )
+)
+
+
+def _host_port(entry: str) -> tuple[str, str]:
+    """``("127.0.0.1", "11434")`` of ``"127.0.0.1:11434"``; ``"[::1]:443"`` and a bare
+    host too (port ``""``)."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, rest.removeprefix(":")
+    host, _, port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+    return host, port
+
+
+def _direct(host: str) -> bool:
+    """Whether srt's NO_PROXY sends ``host`` past its proxy (never reached in the sandbox)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return any(address in net for net in _SRT_NO_PROXY)
+
+
+def _domain_warnings(domains: list[str]) -> list[str]:
+    """A sentence per ``sandbox.allowed_domains`` entry no sandboxed agent can reach: a
+    loopback or private address (or ``localhost``) with no name listed for its port."""
+    named = {port for host, port in map(_host_port, domains) if not _is_literal(host)}
+    out = []
+    for entry in domains:
+        host, port = _host_port(entry)
+        if not _direct(host) or (port in named and _is_literal(host)):
+            continue
+        where = f"{port}" if port else "PORT"
+        out.append(
+            f"sandbox.allowed_domains entry {entry!r} is never reached: srt's NO_PROXY makes "
+            "the agent dial loopback and private addresses directly, and inside the sandbox "
+            "it has no network; give the endpoint a name (an /etc/hosts line such as "
+            f"'127.0.0.1 model.local'), point the agent at http://model.local:{where} and "
+            f"list both 'model.local:{where}' and the address"
+        )
+    return out
+
+
+def _is_literal(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def risky_settings(cfg: Config) -> list[str]:
     """One sentence per risky setting of ``cfg`` (empty: none): the rules in order, then
-    the error codes, then the limits."""
+    the error codes, then the sandbox's domains, then the limits."""
     out: list[str] = []
     for i, rule in enumerate(cfg.permissions.rules):
         if rule.action != "allow":
@@ -72,6 +138,7 @@ def risky_settings(cfg: Config) -> list[str]:
         warning = _code_warning(key, code)
         if warning is not None:
             out.append(warning)
+    out.extend(_domain_warnings(list(cfg.sandbox.allowed_domains)))
     size = cfg.limits.max_message_bytes
     if size < MIN_SENSIBLE_MESSAGE_BYTES:
         out.append(

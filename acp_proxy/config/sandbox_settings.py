@@ -131,8 +131,13 @@ def agent_config_files(sandbox: SandboxConfig, *, cwd: str, home: str) -> list[s
 def private_cache_env(cache_dir: str) -> dict[str, str]:
     """The environment that sends the agent's caches (XDG, npm, pip, uv) into
     ``cache_dir``, a directory private to this proxy and removed when it exits, instead
-    of the user's caches, whose contents later run unconfined."""
+    of the user's caches, whose contents later run unconfined.
+
+    ``CLAUDE_CODE_TMPDIR`` (``cache_dir/tmp``) is the ``TMPDIR`` srt hands the agent:
+    srt's own default, ``/tmp/claude``, is writable inside only when it exists
+    outside, so an agent writing a temporary file failed with EROFS."""
     return {
+        "CLAUDE_CODE_TMPDIR": posixpath.join(cache_dir, "tmp"),
         "XDG_CACHE_HOME": cache_dir,
         "npm_config_cache": posixpath.join(cache_dir, "npm"),
         "PIP_CACHE_DIR": posixpath.join(cache_dir, "pip"),

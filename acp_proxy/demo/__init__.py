@@ -75,11 +75,11 @@ def run_demo(args: list[str]) -> int:
         run = execute(trace=trace)
     an = analyse(run)
     results = checks(run, an)
-    text = render_json(run, results) if opts.json else render(run, an, results)
+    prog = invocation()
+    text = render_json(run, results) if opts.json else render(run, an, results, prog)
     sys.stdout.write(text)
     sys.stdout.flush()
     tail = sys.stderr if opts.json else sys.stdout
-    prog = invocation()
     if opts.trace:
         hint = (
             f"\nThe proxy's wire trace (kept): {opts.trace}\n"

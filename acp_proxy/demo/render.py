@@ -182,7 +182,7 @@ def _answered_note(msg: Any) -> str:
     return f"ANSWERED BY THE PROXY: the agent never saw the request. error.data: {json.dumps(data)}"
 
 
-def render(run: Run, an: Analysis, results: list[Check]) -> str:
+def render(run: Run, an: Analysis, results: list[Check], prog: str = "acp-proxy") -> str:
     """The human-readable report."""
     lines: list[str] = []
     add = lines.append
@@ -363,8 +363,8 @@ def render(run: Run, an: Analysis, results: list[Check]) -> str:
     add("")
     if all(c.ok for c in results):
         add("PASS: the proxy did everything shown above.")
-        add("Use it: put `acp-proxy [--audit-log FILE] --` in front of your agent's command.")
-        add("`acp-proxy demo --json` prints the raw messages of this run as JSON lines.")
+        add(f"Use it: put `{prog} [--audit-log FILE] --` in front of your agent's command.")
+        add(f"`{prog} demo --json` prints the raw messages of this run as JSON lines.")
     else:
         add("FAIL: some expectations were not met (see [FAIL] above).")
     return "\n".join(lines) + "\n"

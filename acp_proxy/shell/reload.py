@@ -32,6 +32,7 @@ from acp_proxy.config import Config
 from acp_proxy.config.reload import apply_reload, policy_digest
 from acp_proxy.core.actions import Audit, AuditEvent
 from acp_proxy.errors import ConfigError, UsageError
+from acp_proxy.shell.log_levels import NOTICE
 from acp_proxy.shell.relay import AuditSink, Relay
 
 __all__ = ["LivePolicy", "watch_config"]
@@ -142,7 +143,8 @@ class LivePolicy:
         relays = list(self._relays)
         for relay in relays:
             await relay.reconfigure(effective)
-        log.info(
+        log.log(  # at the default level: the user changed the file and waits for this
+            NOTICE,
             "%s: config reloaded (policy %s), applied to %d live connection(s)",
             trigger,
             self.digest,

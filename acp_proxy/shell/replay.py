@@ -31,7 +31,7 @@ from acp_proxy.core.wire.framing import Oversize, Partial
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.replay_check import check_records
 
-__all__ = ["Outcome", "compare", "read_trace", "replay", "run_replay"]
+__all__ = ["Outcome", "compare", "read_trace", "replay", "run_replay", "summary"]
 
 
 @attrs.frozen
@@ -314,11 +314,30 @@ def run_replay(argv: list[str], stdout: TextIO | None = None) -> int:
         differ += not same
         print(line, file=out)
     if opts.diff:
-        print(
-            f"{differ} of {len(pairs)} decisions differ"
-            if differ
-            else f"all {len(pairs)} decisions as recorded",
-            file=out,
-        )
+        print(summary(pairs, differ), file=out)
         return 1 if differ else 0
     return 0
+
+
+def summary(pairs: list[tuple[Outcome, Outcome | None]], changes: int) -> str:
+    """The last line of ``--diff``: what its numbers count.
+
+    ``changes`` changed messages (a client's answer that follows from a changed
+    request folded into it, as the lines show) of the trace's messages, then, when a
+    held message has a second record, how the trace's message records add up (a
+    trace of 47 message records may hold 45 messages).
+    """
+    messages = len(pairs)
+    records = sum(len(o.decisions) for o, _ in pairs)
+    head = (
+        f"{changes} of {messages} messages decided differently"
+        if changes
+        else f"all {messages} messages decided as recorded"
+    )
+    if records == messages:
+        return head
+    held = sum(len(o.decisions) > 1 for o, _ in pairs)
+    return (
+        f"{head} (the trace's {records} message records include a second one, what "
+        f"became of it, for each of the {held} held messages)"
+    )

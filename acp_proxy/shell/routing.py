@@ -16,6 +16,7 @@ import trio
 
 from acp_proxy.core.actions import Action, Audit, AuditEvent, Peer, Report, Send
 from acp_proxy.shell.audit import Throttle, preview
+from acp_proxy.shell.log_levels import NOTICE
 
 __all__ = [
     "LOG_LINE_LIMIT",
@@ -55,17 +56,18 @@ LOG_LINE_LIMIT = 300
 LOG_THROTTLE = Throttle(burst=10, window_seconds=1.0)
 
 
-def _brief(fields: dict[str, object]) -> str:
-    """``k=v`` pairs, each value a bounded preview (never a full repr of peer data)."""
+def _brief(fields: dict[str, object], width: int = 80) -> str:
+    """``k=v`` pairs, each value a bounded preview of ``width`` characters (never a full
+    repr of peer data)."""
     return " ".join(
-        f"{k}={preview(v, 80)}" for k, v in fields.items() if v is not None and k != "content"
+        f"{k}={preview(v, width)}" for k, v in fields.items() if v is not None and k != "content"
     )
 
 
-def _cut(text: str) -> str:
-    if len(text) <= LOG_LINE_LIMIT:
+def _cut(text: str, limit: int = LOG_LINE_LIMIT) -> str:
+    if len(text) <= limit:
         return text
-    return f"{text[:LOG_LINE_LIMIT]}...({len(text)} chars)"
+    return f"{text[:limit]}...({len(text)} chars)"
 
 
 def flush_log_summaries(everything: bool = False) -> None:
@@ -90,17 +92,31 @@ def _log_audit(a: Audit) -> None:
         log.debug("%s", _cut(f"{a.event} {a.direction or ''} {_brief(a.fields)}"))
 
 
-#: audit events of a decision the proxy took in the user's place (issue 32): logged at info
+#: audit events of a decision the proxy took in the user's place: logged at notice
 _DECISIONS = frozenset(
-    {AuditEvent.PERMISSION_DECIDED, AuditEvent.REQUEST_REFUSED, AuditEvent.MUTATION_REJECTED}
+    {
+        AuditEvent.PERMISSION_DECIDED,
+        AuditEvent.REQUEST_REFUSED,
+        AuditEvent.MUTATION_REJECTED,
+        AuditEvent.BUDGET_EXCEEDED,
+        AuditEvent.ADMISSION_REFUSED,
+    }
 )
 
+#: characters kept of a decision line, and of each of its values: enough for a budget's
+#: reason beside a UUID session id (the line is the user's one view of a denial)
+DECISION_LINE_LIMIT = 600
+DECISION_VALUE_LIMIT = 160
+
 #: the fields such a log line names, in this order
-_DECISION_FIELDS = ("rule", "action", "optionId", "method", "id", "sessionId", "reason")
+_DECISION_FIELDS = (
+    *("rule", "action", "optionId", "budget", "count", "limit"),
+    *("method", "id", "sessionId", "reason", "would_block"),
+)
 
 
 def _log_decision(a: Audit) -> None:
-    """An info line for a request the proxy refused or answered for the user: the rule
+    """A notice line for a request the proxy refused or answered for the user: the rule
     and the request (a permission request forwarded to the user is not one)."""
     fields = a.fields
     asked = fields.get("optionId") is None and fields.get("outcome") is None
@@ -111,7 +127,8 @@ def _log_decision(a: Audit) -> None:
         named = {k: fields.get(k) for k in _DECISION_FIELDS}
         if a.event is AuditEvent.MUTATION_REJECTED and named["rule"] is None:
             named["rule"] = "[enforcement] child allowlist"
-        log.info("%s", _cut(f"decided for the user: {a.event} {_brief(named)}"))
+        line = f"decided for the user: {a.event} {_brief(named, DECISION_VALUE_LIMIT)}"
+        log.log(NOTICE, "%s", _cut(line, DECISION_LINE_LIMIT))
 
 
 def _log_held_dropped(a: Audit) -> None:
@@ -140,7 +157,7 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
 
     Audit records go to ``audit`` (and, at debug level, to the log; held
     traffic dropped on expiry also as a warning; a decision taken for the user,
-    a refusal or the proxy's own answer, at info with its rule and request);
+    a refusal or the proxy's own answer, at notice with its rule and request);
     reports go to the log at their level (the ``info`` ones are the life-cycle), each line cut to
     :data:`LOG_LINE_LIMIT` characters and rate-limited per kind
     (:data:`LOG_THROTTLE`). Sends keep
@@ -156,7 +173,7 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
     to_client: list[bytes] = []
     to_agent: list[bytes] = []
     debug = log.isEnabledFor(logging.DEBUG)
-    info = log.isEnabledFor(logging.INFO)
+    notice = log.isEnabledFor(NOTICE)
     for a in actions:
         if type(a) is Send:
             # identity tests: hashing an Enum member runs Python code
@@ -166,7 +183,7 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
                 audit.write(a)
             if debug:
                 _log_audit(a)
-            if a.event in _DECISIONS and info:
+            if a.event in _DECISIONS and notice:
                 _log_decision(a)
             if a.event is AuditEvent.HOLD_EXPIRED:
                 _log_held_dropped(a)

@@ -55,6 +55,7 @@ from acp_proxy.config.sandbox_settings import (
     srt_settings,
     workspace_roots,
 )
+from acp_proxy.shell.log_levels import NOTICE
 from acp_proxy.shell.transport.process import SandboxedCommand
 
 __all__ = [
@@ -338,6 +339,7 @@ def _write_settings(
         _PRIVATE_DIRS.append(directory)
         cache_dir = tempfile.mkdtemp(prefix="acp-proxy-cache-")
         _PRIVATE_DIRS.append(cache_dir)
+        os.mkdir(os.path.join(cache_dir, "tmp"), 0o700)  # the agent's TMPDIR (private_cache_env)
         hidden = [*config.sandbox.deny_read, *other_agents_credentials(agent_command)]
         settings = srt_settings(
             attrs.evolve(config.sandbox, deny_read=hidden),
@@ -435,8 +437,13 @@ def prepare_sandbox(
         )
     cwd, home = os.getcwd(), os.path.expanduser("~")
     env, stripped = agent_environment(sandbox, os.environ, private_cache_env(cache_dir))
-    if stripped:
-        log.info("sandbox: not passed to the agent: %s", " ".join(stripped))
+    if stripped:  # at the default level: an agent missing its API key says only that
+        log.log(
+            NOTICE,
+            "sandbox: not passed to the agent (env_deny): %s; name one in [sandbox] "
+            "env_allow to pass it",
+            " ".join(stripped),
+        )
     return Sandbox(
         engine,
         version,

@@ -292,4 +292,34 @@ def test_config_prints_the_shipped_file_with_comments(name: str, tmp_path: Path)
 
 
 def test_config_with_an_unknown_name_is_one_line() -> None:
-    one_sentence(run("config", "loose"), 2, "default,strict", "loose")
+    one_sentence(run("config", "loose"), 2, "default,strict,budgets,permissions", "loose")
+
+
+@pytest.mark.parametrize("name", ["budgets", "permissions"])
+def test_config_prints_a_shipped_example(name: str, tmp_path: Path) -> None:
+    """The examples are reachable from an install: ``acp-proxy config NAME`` prints the
+    package's copy, the clone's config/examples/NAME.toml, and it is a valid config."""
+    r = run("config", name, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert text == (ROOT / "config" / "examples" / f"{name}.toml").read_text()
+    assert f"acp-proxy config {name} > {name}.toml" in text
+    (tmp_path / "c.toml").write_text(text)
+    assert load_config(tmp_path / "c.toml") != Config()
+
+
+def test_config_alone_lists_the_shipped_files() -> None:
+    """``acp-proxy config`` with no name lists what it can print (exit 0)."""
+    r = run("config")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == [
+        "usage: acp-proxy config {default,strict,budgets,permissions}",
+        "",
+        "Prints a configuration file shipped with acp-proxy, with its comments:",
+        "  default      every key with its default value",
+        "  strict       a starting point for untrusted agents",
+        "  budgets      example: budgets on prompts, tool calls, turn time and tokens, "
+        "observed first",
+        "  permissions  example: the [[permissions.rules]] reference, with a policy",
+        "Start from one: acp-proxy config strict > ~/.config/acp-proxy/strict.toml",
+    ]

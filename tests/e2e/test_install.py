@@ -68,6 +68,11 @@ def test_the_wheel_holds_the_configs_and_the_license(installed: Path) -> None:
         ).stdout.split()
     )
     assert {"acp_proxy/config/default.toml", "acp_proxy/config/strict.toml"} <= names
+    examples = {
+        "acp_proxy/config/examples/budgets.toml",
+        "acp_proxy/config/examples/permissions.toml",
+    }
+    assert examples <= names
     assert any(n.endswith("/LICENSE") for n in names)
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
 
@@ -84,6 +89,12 @@ def test_installed_demo_runs(installed: Path, tmp_path: Path) -> None:
     assert "MUTATION REJECTED" in r.stdout
     assert "PASS" in r.stdout
     assert "[FAIL]" not in r.stdout
+
+
+def test_installed_config_budgets_prints_the_example(installed: Path, tmp_path: Path) -> None:
+    """The budgets example is reachable from the wheel, not only from a clone."""
+    r = _check([str(installed / "acp-proxy"), "config", "budgets"], tmp_path)
+    assert r.stdout == (ROOT / "config" / "examples" / "budgets.toml").read_text()
 
 
 def test_installed_config_strict_prints_the_shipped_file(installed: Path, tmp_path: Path) -> None:

@@ -56,7 +56,8 @@ def test_risky_settings_warn_and_still_pass(tmp_path: Path) -> None:
         "code clients recognise: use -32601 (method not found) or -32600 (invalid request)",
         "acp-proxy check-config: warning: limits.max_message_bytes = 10 is below 65536 bytes, "
         "too small for an initialize: every session would fail (the default is 33554432)",
-        f"acp-proxy check-config: OK: {cfg} is valid; audit log: off; agent: not checked "
+        f"acp-proxy check-config: OK: {cfg} is valid; audit log: off in this file "
+        "(--audit-log FILE on the proxy's command line keeps one); agent: not checked "
         "(give its command after --); 3 warnings",
     ]
 
@@ -83,3 +84,29 @@ def test_an_allow_rule_with_a_matcher_and_the_shipped_configs_are_not_warned_abo
     shipped = Path(acp_proxy.config.__file__).parent
     for name in ("default.toml", "strict.toml"):
         assert risky_settings(load_config(str(shipped / name))) == [], name
+
+
+def test_a_loopback_model_endpoint_in_allowed_domains_is_warned_about(tmp_path: Path) -> None:
+    """The fresh-user trial listed its local model API as "127.0.0.1:PORT" (as the README
+    then said): srt's NO_PROXY sends loopback past its proxy, so the sandboxed agent never
+    reached it. check-config says so and how to list it; a name beside it passes."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[sandbox]\nallowed_domains = ["127.0.0.1:11434", "api.anthropic.com"]\n')
+    r = check(cfg, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines()[0] == (
+        "acp-proxy check-config: warning: sandbox.allowed_domains entry '127.0.0.1:11434' is "
+        "never reached: srt's NO_PROXY makes the agent dial loopback and private addresses "
+        "directly, and inside the sandbox it has no network; give the endpoint a name (an "
+        "/etc/hosts line such as '127.0.0.1 model.local'), point the agent at "
+        "http://model.local:11434 and list both 'model.local:11434' and the address"
+    )
+    named = config_from_dict(
+        {"sandbox": {"allowed_domains": ["model.local:11434", "127.0.0.1:11434"]}}
+    )
+    assert risky_settings(named) == []
+    private = config_from_dict({"sandbox": {"allowed_domains": ["[::1]:443", "10.0.0.5"]}})
+    assert [w.split(" is never")[0] for w in risky_settings(private)] == [
+        "sandbox.allowed_domains entry '[::1]:443'",
+        "sandbox.allowed_domains entry '10.0.0.5'",
+    ]

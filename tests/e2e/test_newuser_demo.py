@@ -55,3 +55,13 @@ def test_the_hint_names_the_program_as_run(
 ) -> None:
     monkeypatch.setattr(sys, "argv", [argv0])
     assert invocation() == shown
+
+
+def test_the_report_names_the_program_as_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", [".venv/bin/acp-proxy", "demo"])
+    assert run_demo([]) == 0
+    out = capsys.readouterr().out
+    assert "Use it: put `.venv/bin/acp-proxy [--audit-log FILE] --` in front of" in out
+    assert "`.venv/bin/acp-proxy demo --json` prints the raw messages" in out

@@ -49,7 +49,7 @@ def test_a_deny_replayed_without_the_rule_names_rule_action_and_option(
         r"user\)",
         lines[0],
     )
-    assert re.fullmatch(r"1 of \d+ decisions differ", lines[1])
+    assert re.fullmatch(r"1 of \d+ messages decided differently \(.*\)", lines[1])
 
 
 def test_the_client_answer_to_a_request_now_answered_by_the_proxy_is_folded_in(
@@ -65,4 +65,22 @@ def test_the_client_answer_to_a_request_now_answered_by_the_proxy_is_folded_in(
         r"the client's answer #\d+ \(recorded forwarded\) is dropped \(unknown_response\)",
         lines[0],
     )
-    assert re.fullmatch(r"1 of \d+ decisions differ", lines[1])
+    assert re.fullmatch(r"1 of \d+ messages decided differently \(.*\)", lines[1])
+
+
+def test_the_count_says_it_counts_messages_not_records() -> None:
+    """A trace of 47 message records holding 45 messages (two held, then released) is
+    summed up as 45 messages, and the 47 are explained."""
+    from acp_proxy.shell.replay import Outcome, summary
+
+    def outcome(seq: int, *decisions: str) -> Outcome:
+        return Outcome(1, seq, {"type": "message", "seq": seq}, decisions)
+
+    plain = [outcome(n, "forwarded") for n in range(43)]
+    held = [outcome(43, "held", "released"), outcome(44, "held", "released")]
+    pairs = [(o, o) for o in [*plain, *held]]
+    assert summary(pairs, 0) == (
+        "all 45 messages decided as recorded (the trace's 47 message records include a "
+        "second one, what became of it, for each of the 2 held messages)"
+    )
+    assert summary(pairs[:43], 1) == "1 of 43 messages decided differently"

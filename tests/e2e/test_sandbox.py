@@ -686,3 +686,56 @@ def test_the_private_directories_are_removed_when_the_proxy_dies_of_a_signal(
         if proxy.poll() is None:
             proxy.kill()
             proxy.communicate()
+
+
+TMP_AGENT = """
+import json, os, sys, tempfile
+done = {"TMPDIR": os.environ.get("TMPDIR", "")}
+try:
+    with tempfile.NamedTemporaryFile(dir=done["TMPDIR"] or None) as f:
+        f.write(b"scratch")
+    done["write"] = "ok"
+except OSError as exc:
+    done["write"] = type(exc).__name__
+sys.stderr.write("RESULT " + json.dumps(done) + "\\n")
+"""
+
+
+def test_the_sandboxed_agent_can_write_its_temporary_files(tmp_path: Path) -> None:
+    """srt hands the agent TMPDIR=/tmp/claude, writable only when it exists outside
+    (Claude's adapter then died with EROFS on mkdir '/tmp/claude'): the proxy gives it a
+    private TMPDIR, inside its private cache directory."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
+    argv += [sys.executable, "-c", TMP_AGENT]
+    done = subprocess.run(
+        argv, input=b"", capture_output=True, cwd=tmp_path, timeout=TIMEOUT, check=False
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    result = json.loads(stderr.split("RESULT ", 1)[1].splitlines()[0])
+    assert result["write"] == "ok", result
+    assert result["TMPDIR"].startswith(tempfile.gettempdir() + "/acp-proxy-cache-"), result
+    assert result["TMPDIR"].endswith("/tmp"), result
+
+
+def test_a_stripped_variable_is_named_at_the_default_level(tmp_path: Path) -> None:
+    """The trial's Codex lost its provider key (MOCK_API_KEY matches *KEY*) and said only
+    "Missing environment variable": the proxy names what it stripped at the default
+    level, and how to pass it."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    env |= {"MOCK_API_KEY": "k", "GH_TOKEN": "t"}
+    argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--", sys.executable]
+    argv += ["-c", "pass"]
+    done = subprocess.run(
+        argv, input=b"", capture_output=True, cwd=tmp_path, env=env, timeout=TIMEOUT, check=False
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr
+    assert stderr.splitlines() == [
+        "acp-proxy: NOTICE: sandbox: not passed to the agent (env_deny): GH_TOKEN MOCK_API_KEY; "
+        "name one in [sandbox] env_allow to pass it"
+    ]

@@ -220,3 +220,20 @@ async def test_the_watcher_ignores_other_files_and_unchanged_content(tmp_path: P
             await _reloaded(live)
             nursery.cancel_scope.cancel()
     assert live.config.dedup.state_reports is False
+
+
+async def test_a_reload_is_one_notice_line_at_the_default_level(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The user edited the file and waits to see it taken: the reload is a notice (the
+    default level), not an info line hidden by default."""
+    from acp_proxy.shell.log_levels import NOTICE
+
+    path = tmp_path / "acp.toml"
+    live = _policy(path, "")
+    path.write_text("[dedup]\nstate_reports = false\n")
+    with caplog.at_level(NOTICE, logger="acp_proxy"):
+        assert await live.reload("file change")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"file change: config reloaded (policy {live.digest}), applied to 0 live connection(s)"
+    ]
