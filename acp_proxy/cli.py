@@ -25,19 +25,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
+import gc
 import os
 import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, NoReturn
-
-import attrs
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from acp_proxy import __version__
-from acp_proxy.config import Config
 from acp_proxy.config.files import (
     BUNDLED,
     BUNDLED_ABOUT,
@@ -52,13 +49,22 @@ from acp_proxy.config.files import (
 from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
 from acp_proxy.shell.log_levels import DEFAULT_LEVEL, LEVEL_NAMES, register_notice
 
-if TYPE_CHECKING:  # the shell is imported when a mode runs, not at startup
+if TYPE_CHECKING:  # the shell, the config tree and logging are imported when used (issue 29)
+    import logging
+
+    from acp_proxy.config import Config
     from acp_proxy.shell.audit import AuditLog
     from acp_proxy.shell.spawn import EarlyStart
 
 __all__ = ["effective_config", "main"]
 
-log = logging.getLogger("acp_proxy")
+
+def _log() -> logging.Logger:
+    """The proxy's logger (``logging`` is imported after the agent's early start)."""
+    import logging
+
+    return logging.getLogger("acp_proxy")
+
 
 USAGE = """
   acp-proxy [options] -- AGENT_CMD [ARGS...]
@@ -188,23 +194,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _setup_logging(level: str, log_file: str | None) -> None:
-    """Sends the proxy's own log to stderr or ``log_file``.
+def _open_log_file(log_file: str | None) -> TextIO | None:
+    """``log_file`` opened for appending (``None``: the log goes to stderr).
 
     Raises:
         UsageError: ``log_file`` cannot be written.
     """
-    handler: logging.Handler
-    if log_file:
-        check_writable(log_file, "--log-file")
-        try:
-            fd = open_regular(log_file, "--log-file")
-            stream = open(fd, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-            handler = logging.StreamHandler(stream)
-        except OSError as exc:
-            raise UsageError(f"cannot write --log-file {log_file!r}: {exc.strerror}") from None
-    else:
-        handler = logging.StreamHandler(sys.stderr)
+    if not log_file:
+        return None
+    check_writable(log_file, "--log-file")
+    try:
+        fd = open_regular(log_file, "--log-file")
+        return open(fd, "a", encoding="utf-8", buffering=1)
+    except OSError as exc:
+        raise UsageError(f"cannot write --log-file {log_file!r}: {exc.strerror}") from None
+
+
+def _install_logging(level: str, stream: TextIO | None) -> None:
+    """The proxy's own log handler, on ``stream`` (``None``: stderr)."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
     root = logging.getLogger("acp_proxy")
     root.handlers[:] = [handler]
@@ -220,6 +230,10 @@ def effective_config(args: argparse.Namespace) -> Config:
         ConfigError: the file or an override is invalid.
         UsageError: a path names an environment variable that is not set.
     """
+    import attrs
+
+    from acp_proxy.config import Config
+
     if args.config:
         from acp_proxy.config.io import load_config
 
@@ -268,6 +282,8 @@ def resolve_sandbox_workspace(cfg: Config) -> Config:
     when the sandbox is on: the core compares session directories with these roots."""
     if not cfg.sandbox.enabled:
         return cfg
+    import attrs
+
     from acp_proxy.config.sandbox_settings import workspace_roots
 
     home = os.path.expanduser("~")
@@ -278,6 +294,7 @@ def resolve_sandbox_workspace(cfg: Config) -> Config:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acp-proxy``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    collecting = gc.isenabled()  # _main holds the collector off while a run starts
     try:
         status = _main(argv)
         sys.stdout.flush()
@@ -290,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return _stdout_closed()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 #: the status of a command whose standard output was closed by its reader (``demo |
@@ -346,10 +366,18 @@ def _main(argv: list[str]) -> int:
             )
         raise UsageError(f"unrecognized option {extra[0]} (see acp-proxy --help)")
     mode = _mode(args, agent_cmd)
-    _setup_logging(args.log_level, args.log_file and expand_path(args.log_file, "--log-file"))
+    # No cyclic collection while the run imports and builds (~3% of its start-up
+    # instructions); re-enabled, with what exists by then frozen, when the relay starts.
+    gc.disable()
+    log_stream = _open_log_file(args.log_file and expand_path(args.log_file, "--log-file"))
+    early = None
+    if _default_config(mode, args):  # nothing left can refuse: the agent starts now
+        find_command(agent_cmd[0])
+        early = _start_early(mode, None, agent_cmd)
+    _install_logging(args.log_level, log_stream)
     cfg = effective_config(args)
-    _protect_own_files(args, cfg)
-    if mode in ("stdio", "listen") and agent_cmd:
+    own_files_cfg = cfg  # the files protected: those of the config as given (no token made yet)
+    if early is None and mode in ("stdio", "listen") and agent_cmd:
         find_command(agent_cmd[0])  # missing: exit 2 with the sentence; not executable: 127
     if mode == "listen":
         from acp_proxy.shell.topology.principals import listen_token
@@ -362,7 +390,9 @@ def _main(argv: list[str]) -> int:
     cfg, agent_cmd, refusal = _confine(mode, args, cfg, agent_cmd, audit)
     if refusal is not None:
         return _fail_closed(mode, cfg, refusal, audit)
-    early = _start_early(mode, cfg, agent_cmd)
+    if early is None:
+        early = _start_early(mode, cfg, agent_cmd)
+    _protect_own_files(args, own_files_cfg)  # cannot refuse: after the agent's early start
     from acp_proxy.shell.observe import install
     from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
@@ -381,7 +411,7 @@ def _main(argv: list[str]) -> int:
     except (UsageError, ConnectFailed):
         raise
     except Exception:
-        log.exception("internal error")
+        _log().exception("internal error")
         return 1
     finally:
         from acp_proxy.shell.routing import flush_log_summaries
@@ -422,6 +452,9 @@ def _confine(
     """
     if not cfg.sandbox.enabled:
         return cfg, agent_cmd, None
+    import attrs
+
+    log = _log()
     if not agent_cmd:  # --connect, --upstream, --chain: acp-proxy starts no agent
         log.warning("[sandbox] does not apply: acp-proxy does not start the agent in this mode")
         return attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, enabled=False)), agent_cmd, None
@@ -449,17 +482,40 @@ def _confine(
     return cfg, sandbox.wrap(agent_cmd), None
 
 
-def _start_early(mode: str, cfg: Config, agent_cmd: list[str]) -> EarlyStart | None:
+#: options that never change the effective configuration (they choose the mode or the log)
+_NOT_CONFIG_OPTIONS = frozenset(
+    {"log_level", "log_file", "listen", "connect", "chain", "upstream", "no_token", "watch_config"}
+)
+
+
+def _default_config(mode: str, args: argparse.Namespace) -> bool:
+    """True for the stdio form with no config file and no option setting a key: the
+    effective configuration is then ``Config()``, which is valid and has no audit log,
+    sandbox, trace, telemetry or budget store (tests pin both), so the agent can start
+    before the tree is even imported (issue 29)."""
+    return mode == "stdio" and all(
+        value is None or value is False
+        for dest, value in vars(args).items()
+        if dest not in _NOT_CONFIG_OPTIONS
+    )
+
+
+def _starts_late(cfg: Config) -> bool:
+    """True when something opened after the agent's early start may still refuse the
+    command line (exit 2): a trace file, the OpenTelemetry bridge, the ``--metrics``
+    server or a ``[budgets] store``; the agent then starts when the relay does."""
+    telemetry = cfg.telemetry
+    return bool(cfg.trace.path or telemetry.enabled or telemetry.metrics or cfg.budgets.store)
+
+
+def _start_early(mode: str, cfg: Config | None, agent_cmd: list[str]) -> EarlyStart | None:
     """Starts the agent of the stdio form now, before the relay is imported, so that it
     boots while the proxy sets up (issue 29); ``None`` where it is started later.
 
-    Only once nothing left can refuse the command line: a trace file, the
-    OpenTelemetry bridge, the ``--metrics`` server and a ``[budgets] store`` are
-    opened later and may still exit 2, so with any of them on the agent starts
-    when the relay does.
+    Only once nothing left can refuse the command line (see :func:`_starts_late`;
+    ``cfg`` ``None``: the default configuration, see :func:`_default_config`).
     """
-    later = cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics or cfg.budgets.store
-    if mode != "stdio" or later:
+    if mode != "stdio" or (cfg is not None and _starts_late(cfg)):
         return None
     from acp_proxy.shell.spawn import start_early
 
@@ -482,6 +538,7 @@ def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) ->
 
             import trio
 
+            gc.enable()
             return trio.run(refuse)
         return SANDBOX_FAILED_STATUS
     finally:
@@ -556,6 +613,8 @@ def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
     """``trio.run(func, *args)``; a usage or connect error out of a nursery is raised bare."""
     import trio
 
+    gc.freeze()  # the start-up's objects live as long as the process: never scanned again
+    gc.enable()
     try:
         status: int = trio.run(func, *args)
     except BaseExceptionGroup as group:
@@ -644,6 +703,8 @@ def _reloaded_config(args: argparse.Namespace, running: Config) -> Config:
     process generated (``--listen`` without one) kept, so a reload never reports it changed."""
     cfg = effective_config(args)
     if not cfg.listen.token_file and not cfg.listen.tokens_file and running.listen.token_file:
+        import attrs
+
         cfg = attrs.evolve(
             cfg, listen=attrs.evolve(cfg.listen, token_file=running.listen.token_file)
         )

@@ -1,6 +1,8 @@
 """Benchmark: the proxy's cost, measured against baselines in the same run.
 
 ``python -m benchmarks [throughput] [--quick | --preset NAME] [--profile FILE]``
+(``python -m benchmarks startup [RUNS]``: the start-up figures only; ``throughput``:
+the stream and mixed-turn ratios only)
 
 Every throughput workload is run, from one process of this module, three ways:
 
@@ -84,9 +86,12 @@ from benchmarks.report import (
 )
 from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
+from benchmarks.startup import main as startup_main
 from benchmarks.startup import startup_added
 from benchmarks.throughput import measure_stream, median_rate, mixed, run_throughput, throughput
-from benchmarks.websocket import ws_available, ws_scaling
+from benchmarks.websocket import per_connection_kib, ws_available, ws_scaling
+from benchmarks.ws_isolation import ws_isolation
+from benchmarks.ws_memprobe import ws_batch_rss
 
 __all__ = [
     "KIB",
@@ -235,6 +240,9 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     if ws_available():
         log(f"scaling: WebSocket connections {list(sizes.ws_connections)}")
         res["scaling_ws_connections"] = ws_scaling(sizes)
+        res["ws_per_connection_kib"] = per_connection_kib(res["scaling_ws_connections"])
+        log("isolation: another connection's round trips while a hostile message is handled")
+        res["ws_isolation"] = ws_isolation((32 if sizes.repeat >= 3 else 4) * MIB - 64)
     else:
         res["scaling_ws_connections"] = (
             "not measured: acp_proxy.shell.topology.listen (--listen ws://...) does not exist yet"
@@ -261,6 +269,9 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
 
     log("memory: one agent batch of 300,000 {} and one client batch of 200,000")
     res["batch_rss"] = batch_rss(1.0 if sizes.repeat >= 3 else 0.1)
+    log("memory: the same batches over WebSocket (--listen)")
+    ws_batches = ws_batch_rss(1.0 if sizes.repeat >= 3 else 0.1)
+    res["batch_rss"].update({f"{d}_ws": fig for d, fig in ws_batches.items()})
 
     res["targets"] = targets(res)
     res["load_avg_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}
@@ -277,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest and rest[0] == "--":
             rest = rest[1:]
         return run_relay(rest)
+    if args_in and args_in[0] == "startup":  # only the start-up figures (issue 29)
+        return startup_main(args_in[1:])
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="The proxy's cost against a direct pipe and a zero-inspection relay.",

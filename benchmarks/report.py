@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TARGET_P99_MS", "TARGET_RATIO_VS_RELAY", "TARGET_RSS_MIB", "format_table", "targets"]
+__all__ = [
+    "TARGET_P99_MS",
+    "TARGET_RATIO_VS_RELAY",
+    "TARGET_RSS_MIB",
+    "format_table",
+    "startup_lines",
+    "targets",
+]
 
 #: Targets from the issue. Throughput ratio vs the relay, latency in ms, RSS in MiB.
 TARGET_RATIO_VS_RELAY = 0.5
@@ -44,9 +51,10 @@ def _issue29_targets(res: dict[str, Any]) -> dict[str, bool]:
     return out
 
 
-def _issue29_rows(
+def _startup_rows(
     res: dict[str, Any], tg: dict[str, bool]
 ) -> list[tuple[str, str, str, str, str, str]]:
+    """The start-up rows: each agent's time to the ``initialize`` answer, ``--version``."""
     rows: list[tuple[str, str, str, str, str, str]] = []
     for agent, limit in TARGET_STARTUP_ADDED_MS.items():
         fig = res.get("startup", {}).get(agent)
@@ -63,6 +71,27 @@ def _issue29_rows(
                 "PASS" if tg[f"startup_added_{agent}<={limit:g}ms"] else "FAIL",
             )
         )
+    version = res.get("startup", {}).get("version_ms")
+    if version is not None:
+        rows.append(("acp-proxy --version, ms", "", "", f"{version:,.0f}", "", ""))
+    return rows
+
+
+def startup_lines(res: dict[str, Any]) -> list[str]:
+    """``python -m benchmarks startup``'s table: the start-up rows and the load."""
+    rows = [("figure", "direct", "", "proxy", "target", "result")]
+    rows += _startup_rows(res, _issue29_targets(res))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+    load = res.get("load_avg_1m", {})
+    lines.append(f"load average (1 min) at start / end: {load.get('start')} / {load.get('end')}")
+    return lines
+
+
+def _issue29_rows(
+    res: dict[str, Any], tg: dict[str, bool]
+) -> list[tuple[str, str, str, str, str, str]]:
+    rows = _startup_rows(res, tg)
     for direction, fig in res.get("batch_rss", {}).items():
         rows.append(
             (
@@ -296,4 +325,17 @@ def format_table(res: dict[str, Any]) -> str:
         )
     else:
         lines.append(f"WebSocket connections: {ws}")
+    if res.get("ws_per_connection_kib") is not None:
+        lines.append(
+            "WebSocket: server peak RSS per busy connection (slope between the two largest "
+            f"counts), KiB: {res['ws_per_connection_kib']:,.1f}"
+        )
+    iso = res.get("ws_isolation")
+    if isinstance(iso, dict):
+        lines.append(
+            f"WebSocket isolation: round trips while another connection's hostile "
+            f"{iso['message_bytes'] / 2**20:.0f} MiB message is handled, ms: p50 "
+            f"{iso['during_p50_ms']:.2f} (before {iso['before_p50_ms']:.2f}), worst "
+            f"{iso['during_worst_ms']:,.1f} over {iso['round_trips_during']:,}"
+        )
     return "\n".join(lines)

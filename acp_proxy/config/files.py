@@ -14,12 +14,12 @@ import os
 import re
 import shutil
 import stat
-from importlib import resources
+from typing import TYPE_CHECKING
 
-import attrs
-
-from acp_proxy.config.model import Config
 from acp_proxy.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:  # the tree is not needed for paths and commands (issue 29: start-up)
+    from acp_proxy.config.model import Config
 
 __all__ = [
     "BUNDLED",
@@ -65,6 +65,8 @@ def bundled_text(name: str) -> str:
     """
     if name not in BUNDLED:
         raise KeyError(name)
+    from importlib import resources  # 5 ms: only where a shipped file is printed
+
     where = resources.files("acp_proxy.config")
     if name in _EXAMPLES:
         where = where.joinpath("examples")
@@ -102,6 +104,8 @@ def expand_config_paths(cfg: Config) -> Config:
     trace_path = expand_path(cfg.trace.path, "trace.path")
     token_file = expand_path(cfg.listen.token_file, "listen.token_file")
     tokens_file = expand_path(cfg.listen.tokens_file, "listen.tokens_file")
+    import attrs
+
     try:
         return attrs.evolve(
             cfg,
@@ -300,4 +304,6 @@ def resolve_audit_paths(cfg: Config, config_file: str) -> Config:
         path = os.path.join(base, path)
     if key_file and not os.path.isabs(key_file):
         key_file = os.path.join(base, key_file)
+    import attrs
+
     return attrs.evolve(cfg, audit=attrs.evolve(audit, path=path, hmac_key_file=key_file))

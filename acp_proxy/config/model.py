@@ -498,8 +498,11 @@ def glob_problem(pattern: str, *, path: bool = False) -> str | None:
                 return f"{describe(pattern)}: '[' without ']' (write [[] for a literal '[')"
             i = close
         i += 1
+    # Only a set can compile to an invalid expression: the rest of a pattern is escaped
+    # or '*' and '?' (every Config() checks its default globs: no compile for those).
     try:
-        re.compile(fnmatch.translate(pattern))
+        if "[" in pattern:
+            re.compile(fnmatch.translate(pattern))
     except re.error as exc:
         return f"{describe(pattern)}: invalid pattern ({exc})"
     if path and pattern[0] == "~":

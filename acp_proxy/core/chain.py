@@ -88,6 +88,7 @@ from acp_proxy.core.wire.jsonrpc import (
     parse,
 )
 from acp_proxy.core.wire.jsonscan import member_spans, member_text
+from acp_proxy.core.wire.verdict import Verdict
 from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["ChainAdapter", "ChainStatistics", "ToCore"]
@@ -285,7 +286,7 @@ class ChainAdapter:
             out.append(ToCore(Peer.CLIENT, m.raw))
         elif kind is Kind.RESPONSE or kind is Kind.ERROR_RESPONSE:
             self._inbound_response(m, out)
-        elif m.ambiguous or method is None:
+        elif m.verdict is not Verdict.OK or method is None:
             out.append(ToCore(Peer.CLIENT, m.raw))  # the core refuses it
         elif method in _SUCCESSOR:
             if self._prefix is None:

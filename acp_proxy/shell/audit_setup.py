@@ -12,11 +12,14 @@ exit status 2.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from acp_proxy.config import Config
 from acp_proxy.config.files import check_writable, state_home
 from acp_proxy.errors import UsageError
-from acp_proxy.shell.audit import AuditLog
+
+if TYPE_CHECKING:  # the chained writer is imported when a log is opened (issue 29)
+    from acp_proxy.shell.audit import AuditLog
 
 __all__ = ["check_audit_files", "make_state_dir", "mirror_audit", "open_audit", "state_dir"]
 
@@ -31,6 +34,8 @@ def mirror_audit(
         if emit is None:
             continue
         if audit is None:
+            from acp_proxy.shell.audit import AuditLog
+
             audit = AuditLog(open(os.devnull, "w", encoding="utf-8"), context)  # noqa: SIM115
         audit.mirrors.append(emit)
     return audit
@@ -47,6 +52,7 @@ def open_audit(cfg: Config, context: dict[str, object]) -> AuditLog | None:
     path = cfg.audit.path
     if not path:
         return None
+    from acp_proxy.shell.audit import AuditLog
     from acp_proxy.shell.audit_chain import read_key
 
     make_state_dir(path)

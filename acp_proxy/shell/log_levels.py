@@ -4,13 +4,12 @@
 or answered in the user's place (a deny rule, a budget, admission, the child
 allowlist) is one line on stderr, while normal forwarding and the connection
 life cycle (``info``) stay silent. A denial is the policy doing its job, not a
-warning, so ``--log-level warning`` silences these lines. Imports only ``logging``
-(``cli`` registers the level before any mode is imported).
+warning, so ``--log-level warning`` silences these lines. Imports ``logging`` only
+when the level is registered (``cli`` does so before any mode is imported, after the
+agent's early start: issue 29).
 """
 
 from __future__ import annotations
-
-import logging
 
 __all__ = ["DEFAULT_LEVEL", "LEVEL_NAMES", "NOTICE", "register_notice"]
 
@@ -27,4 +26,6 @@ DEFAULT_LEVEL = "notice"
 def register_notice() -> None:
     """Makes ``NOTICE`` a level name of :mod:`logging` (idempotent), so ``"NOTICE"``
     is accepted by ``Logger.setLevel`` and printed by ``%(levelname)s``."""
+    import logging
+
     logging.addLevelName(NOTICE, "NOTICE")

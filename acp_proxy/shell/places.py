@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from acp_proxy.config import Config
-from acp_proxy.core.engine.proxy import ProxyCore
 from acp_proxy.core.session.places import OwnFiles
+
+if TYPE_CHECKING:  # the engine is imported by the relay, not by the command line (issue 29)
+    from acp_proxy.core.engine.proxy import ProxyCore
 
 __all__ = ["apply", "install", "own_files", "resolve_path"]
 

@@ -126,6 +126,12 @@ class _ByteBudget:
         self.queued_bytes -= n
         self._lot.unpark_all()
 
+    def resize(self, max_bytes: int) -> None:
+        """Sets the bound; a larger one wakes the waiting reader. Bytes already
+        queued stay until written (a smaller bound holds for what comes next)."""
+        self.max_bytes = max_bytes
+        self._lot.unpark_all()
+
 
 @attrs.frozen
 class RelayResult:
@@ -250,6 +256,20 @@ class Relay:
         await self._core_ready()
         self.core.reconfigure(config)
         self._timer.poke()
+
+    @property
+    def max_queued_bytes(self) -> int:
+        """The bound on the bytes queued toward each peer (the same both ways), bytes."""
+        return self._budgets[Peer.CLIENT].max_bytes
+
+    def set_max_queued_bytes(self, max_bytes: int) -> None:
+        """Bounds the bytes queued toward each peer to ``max_bytes`` from now on.
+
+        ``--listen`` shares one budget among its connections
+        (:mod:`~acp_proxy.shell.topology.queue_share`).
+        """
+        for budget in self._budgets.values():
+            budget.resize(max_bytes)
 
     # ------------------------------------------------------------ plumbing
 

@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import tomllib
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -195,6 +194,8 @@ def _check_settled(data: bytes | None) -> None:
     """
     if data is None:
         raise UsageError("the file kept changing or cannot be read: not settled")
+    import tomllib  # only a reload reads TOML (issue 29: start-up)
+
     try:
         keys = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):

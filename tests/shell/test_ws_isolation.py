@@ -1,22 +1,32 @@
-"""``--listen``: one connection's hostile message does not stall the others (issue 14)."""
+"""``--listen``: one connection's hostile message does not stall the others (issue 14).
+
+Asserted by order, not by a clock: while one connection's core call for a
+large message is held open, another connection's round trips complete
+(:func:`test_other_connections_run_while_a_large_message_is_in_the_core`).
+How long the other connection's round trips take while a hostile message is
+handled is a figure of ``python -m benchmarks`` (``ws_isolation``).
+"""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
-import time
+import threading
 from typing import Any
 
 import pytest
 import trio
 from support.wskit import AGENT_CMD, REPO, AcpClient, connect, listening, make_config
 
+from acp_proxy.core.wire.framing import Lines
+from acp_proxy.shell import relay as relay_module
 from acp_proxy.shell.relay import THREAD_THRESHOLD_BYTES
 
-#: the other connection's worst round trip allowed while the hostile message is handled, s
-WORST_ROUND_TRIP_SECONDS = 2.0
 MIB = 1024 * 1024
+#: seconds a held core call waits for the test before giving up (only if the loop is frozen)
+GATE_SECONDS = 30.0
 
 
 def hostile_request(size_bytes: int) -> str:
@@ -62,7 +72,8 @@ def spaced_dense(size_bytes: int) -> str:
     "shape", [hostile_request, deep_arrays, escaped_decision_keys, spaced_dense]
 )
 async def test_a_hostile_32_mib_message_does_not_stall_other_connections(shape: Any) -> None:
-    """While a 32 MiB message is handled on one connection, another's round trips stay short."""
+    """While a 32 MiB message of a hostile shape is handled on one connection, another's
+    round trips go on being answered, and the hostile one gets an error."""
     text = shape(32 * MIB - 64)
     argv = [sys.executable, "-m", "acp_proxy", "--listen", "ws://127.0.0.1:0/acp", "--no-token",
             "--", *AGENT_CMD]  # fmt: skip
@@ -98,11 +109,9 @@ async def test_a_hostile_32_mib_message_does_not_stall_other_connections(shape: 
                         answered.set()
 
                     nursery.start_soon(attack)
-                    worst, trips = 0.0, 0
+                    trips = 0
                     while not answered.is_set():
-                        start = time.perf_counter()  # wall clock: what the other client sees
                         answer = await client.request("_ping")
-                        worst = max(worst, time.perf_counter() - start)
                         trips += 1
                         assert answer["error"]["code"] == -32601
                 nursery.cancel_scope.cancel()
@@ -110,9 +119,62 @@ async def test_a_hostile_32_mib_message_does_not_stall_other_connections(shape: 
             proc.kill()
             await proc.wait()
             await stderr.aclose()
-    print(f"worst round trip {worst:.3f} s over {trips} round trips")
-    assert trips >= 5  # round trips really ran while the hostile message was handled
-    assert worst < WORST_ROUND_TRIP_SECONDS
+    assert trips >= 1  # the first was sent before the hostile message
+    assert answered.is_set()
+
+
+def _is_large(batch: list[Any]) -> bool:
+    return any(
+        (type(item) is bytes and len(item) >= THREAD_THRESHOLD_BYTES)
+        or (type(item) is Lines and len(item.data) >= THREAD_THRESHOLD_BYTES)
+        for item in batch
+    )
+
+
+async def test_other_connections_run_while_a_large_message_is_in_the_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A core call for a large client message is held open until another connection has
+    completed three round trips: they complete (the call runs off the event loop, with
+    the cyclic GC paused), and the large message is answered after them."""
+    entered, release = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+    handle = relay_module.Relay._handle
+
+    def held(self: Any, source: Any, batch: list[Any], now: float) -> Any:
+        if _is_large(batch):
+            seen["off_loop"] = threading.current_thread() is not threading.main_thread()
+            seen["gc_paused"] = not gc.isenabled()
+            entered.set()
+            # only if the event loop is frozen does this wait run out (then the test fails)
+            seen["released"] = release.wait(GATE_SECONDS)
+        return handle(self, source, batch, now)
+
+    monkeypatch.setattr(relay_module.Relay, "_handle", held)
+    big = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "_big",
+        "params": {"x": "a" * THREAD_THRESHOLD_BYTES},
+    }
+    order: list[str] = []
+    with trio.fail_after(60):
+        cfg = make_config(max_message_bytes=4 * MIB)
+        async with listening(cfg) as url, connect(url) as hostile, connect(url) as other:
+            client = AcpClient(other)
+            await client.start_session()
+            await AcpClient(hostile).send(big)
+            assert await trio.to_thread.run_sync(entered.wait, GATE_SECONDS)
+            for _ in range(3):
+                answer = await client.request("_ping")
+                assert answer["error"]["code"] == -32601
+                order.append("other")
+            release.set()
+            answer = await AcpClient(hostile).receive()
+            order.append("large")
+    assert answer["id"] == 7
+    assert order == ["other", "other", "other", "large"]
+    assert seen == {"off_loop": True, "gc_paused": True, "released": True}
 
 
 async def test_large_frames_keep_their_order_through_the_worker_thread() -> None:

@@ -11,11 +11,10 @@ id naming the rule, never forwarded, and audited ``admission_refused``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
-from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.session.admission import (
     ADMITTED_METHODS,
     AdmissionPolicy,
@@ -27,6 +26,9 @@ from acp_proxy.core.wire.jsonrpc import Message
 from acp_proxy.core.wire.jsonscan import bounded_members
 from acp_proxy.core.wire.views import VIEW_KEY
 
+if TYPE_CHECKING:
+    from acp_proxy.core.engine.context import EngineContext
+
 __all__ = ["AdmissionGate"]
 
 _CLIENT = Peer.CLIENT
@@ -36,8 +38,8 @@ class AdmissionGate:
     """Applies ``[admission]`` to one connection's ``session/new|load|resume|fork``.
 
     Args:
-        config: the effective configuration (:meth:`configure`).
-        ledger: outcomes and counters.
+        ctx: the engine context (its ledger; its configuration, :meth:`configure`,
+            followed on a reload).
 
     Attributes:
         principal: the connection's principal (``--tokens-file``), or ``None``.
@@ -45,12 +47,12 @@ class AdmissionGate:
         resolve: absolute path -> resolved path (the shell follows symlinks).
     """
 
-    def __init__(self, config: Config, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ledger = ctx.ledger
         self.principal: str | None = None
         self.remote = False
         self.resolve: Resolve = lexical_resolve
-        self.configure(config)
+        ctx.follow(self)
 
     def configure(self, config: Config) -> None:
         """Builds the policy from ``config`` (also on a reload, which can switch the

@@ -7,22 +7,19 @@ held and released, in order, right after the message that makes it known;
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from acp_proxy.config import Config
+from acp_proxy.config.model import PERMISSION_METHODS
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
-from acp_proxy.core.engine.budgets import BudgetGate
-from acp_proxy.core.engine.counters import Counters
-from acp_proxy.core.engine.elicitation import ELICITATION_CREATE, ElicitationGate
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
-from acp_proxy.core.engine.permissions import PermissionGate
-from acp_proxy.core.session.dedup import StateDedup
-from acp_proxy.core.session.hold import Evicted, HoldBuffer
-from acp_proxy.core.session.patch import UNSET
-from acp_proxy.core.session.registry import MAX_DEPTH, Registry, UpdateOutcome
-from acp_proxy.core.session.schema import PATCH_FIELDS, view_subagent_update
+from acp_proxy.core.engine.context import EngineContext, EnginePart
+from acp_proxy.core.engine.elicitation import ELICITATION_CREATE
+from acp_proxy.core.engine.negotiated import peer_info, peer_name
+from acp_proxy.core.session.hold import Evicted
+from acp_proxy.core.session.patch import UNSET, Unset
+from acp_proxy.core.session.registry import MAX_DEPTH, Child, UpdateOutcome
+from acp_proxy.core.session.schema import PATCH_FIELDS, SubagentUpdate, view_subagent_update
 from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
@@ -36,65 +33,40 @@ _AGENT = Peer.AGENT
 _REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
 _RESPONSE = Kind.RESPONSE
-_CREATES_SESSION = frozenset({"session/new", "session/fork"})
-_OPENS_SESSION = frozenset({"session/load", "session/resume"})
 
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
 
-#: Updates a v1 client must have opted into (``clientCapabilities.subagents``).
-_SUBAGENT_UPDATES = frozenset({"subagent_update", "session_message"})
+
+#: A ``subagent_update``'s state mirror (:meth:`AgentDirection._mirror`).
+_Mirror = list[Any] | None | Unset
 
 
 def _name(value: str | None) -> str:
     return repr(value) if value is not None else "(unnamed)"
 
 
-class AgentDirection:
+class AgentDirection(EnginePart):
     """What :class:`~acp_proxy.core.engine.ProxyCore` does with agent messages.
 
     Args:
-        config: the effective configuration.
-        registry: the connection's subagent registry (patched here).
-        hold: the connection's hold buffer.
-        dedup: the connection's duplicate state report filter.
-        ledger: outcomes, counters and requests in flight.
-        negotiated: what ``initialize`` negotiated.
-        gate: the permission gate (decides governed agent requests on delivery).
-        budgets: the budget gate (turns, tool calls, usage, repeated permission requests).
-        elicitation: the elicitation gate (``[elicitation]``, on delivery), if any.
+        ctx: the engine context. Read here: the configuration (``dedup``,
+            ``hold.on_expire``, limits), the subagent registry (patched here), the
+            hold buffer, the duplicate state report filter, the ledger (outcomes,
+            counters and requests in flight), what ``initialize`` negotiated, the
+            permission gate (decides governed agent requests on delivery), the
+            budget gate (turns, tool calls, usage, repeated permission requests)
+            and the elicitation gate (on delivery).
     """
 
-    def __init__(
-        self,
-        config: Config,
-        registry: Registry,
-        hold: HoldBuffer,
-        dedup: StateDedup,
-        ledger: Ledger,
-        negotiated: Negotiated,
-        gate: PermissionGate,
-        budgets: BudgetGate | None = None,
-        elicitation: ElicitationGate | None = None,
-    ) -> None:
-        self.config = config
-        self.budgets = budgets or BudgetGate(config, registry, ledger)
-        self.elicitation = elicitation
-        self.registry = registry
-        self.hold = hold
-        self.dedup = dedup
-        self.ledger = ledger
-        self.inflight = ledger.inflight
-        self.n: Counters = ledger.n
-        self.negotiated = negotiated
-        self.gate = gate
-        self._dedup_on = config.dedup.state_reports
+    def __init__(self, ctx: EngineContext) -> None:
+        super().__init__(ctx)
         # counting a snapshot's memory stops past this (it would not be remembered)
-        self._dedup_cap = config.limits.max_dedup_bytes
-        self._max_sid = config.limits.max_session_id_bytes
+        self._dedup_cap = ctx.limits.max_dedup_bytes
+        self._max_sid = ctx.limits.max_session_id_bytes
+        ctx.follow(self)
 
-    def reconfigure(self, config: Config) -> None:
-        """Takes the policy sections of ``config`` (:meth:`ProxyCore.reconfigure`)."""
-        self.config = config
+    def configure(self, config: Config) -> None:
+        """Takes the ``dedup`` section of ``config`` (:meth:`EngineContext.reconfigure`)."""
         self._dedup_on = config.dedup.state_reports
 
     def handle(self, m: Message, now: float, out: list[Action]) -> None:
@@ -123,56 +95,75 @@ class AgentDirection:
 
     def _response(self, m: Message, now: float, out: list[Action]) -> None:
         """An agent response to a client request: forwarded, then what it settles
-        (a session created or opened, closed, the negotiated version)."""
+        (:data:`_SETTLES`: a session created or opened, closed, the negotiated version)."""
         entry = self.ledger.settle(_AGENT, m, out)
         if entry is None:
             return
-        method = entry[0]
+        method, sid = entry[0], entry[1]
+        ok = m.kind is _RESPONSE
         if method == "session/prompt" and self.budgets.watches_turns:
-            self.budgets.prompt_answered(
-                m.id, m.kind is _RESPONSE, self.negotiated.protocol_version
-            )
-        result = m.body.get("result") if m.kind is _RESPONSE else None
-        self.gate.agent_answered(m.id, method, entry[1], result, m.kind is _RESPONSE)
-        if method in _OPENS_SESSION and type(entry[1]) is str:
-            self._opened(entry[1], m.kind is _RESPONSE)
+            self.budgets.prompt_answered(m.id, ok, self.negotiated.protocol_version)
+        result = m.body.get("result") if ok else None
+        self.gate.agent_answered(m.id, method, sid, result, ok)
+        settle = _SETTLES.get(method)
+        if settle is not None:
+            settle(self, m, method, sid, result, now, out)
+
+    # --- what an agent response settles, by the request's method (_SETTLES);
+    # ``sid``: the session the request named, ``result``: ``None`` for an error
+
+    def _settle_open(
+        self, m: Message, method: str, sid: Any, result: Any, now: float, out: list[Action]
+    ) -> None:
+        if type(sid) is str:
+            self._opened(sid, m.kind is _RESPONSE)
+
+    def _settle_close(
+        self, m: Message, method: str, sid: Any, result: Any, now: float, out: list[Action]
+    ) -> None:
+        if m.kind is _RESPONSE and type(sid) is str:
+            self._closed_session(sid, out)
+
+    def _settle_create(
+        self, m: Message, method: str, sid: Any, result: Any, now: float, out: list[Action]
+    ) -> None:
+        if not isinstance(result, dict):
             return
-        if m.kind is not _RESPONSE:
+        sid = result.get("sessionId")
+        if type(sid) is not str or len(sid) > self._max_sid:
+            return  # an id over the limit is never known: its traffic is held and expires
+        self.ledger.info(out, "session created", f"session {sid!r} created")
+        if self.registry.mark_known(sid):
+            self.release(sid, now, out, f"{method} response")
+
+    def _settle_initialize(
+        self, m: Message, method: str, sid: Any, result: Any, now: float, out: list[Action]
+    ) -> None:
+        if not isinstance(result, dict):
             return
-        if method == "session/close" and type(entry[1]) is str:
-            self._closed_session(entry[1], out)
-        elif method in _CREATES_SESSION and isinstance(result, dict):
-            sid = result.get("sessionId")
-            if type(sid) is str and len(sid) > self._max_sid:
-                pass  # never known: its traffic is held and expires
-            elif type(sid) is str:
-                self.ledger.info(out, "session created", f"session {sid!r} created")
-                if self.registry.mark_known(sid):
-                    self.release(sid, now, out, f"{method} response")
-        elif method == "initialize" and isinstance(result, dict):
-            neg = self.negotiated
-            pv = result.get("protocolVersion")
-            asked = neg.client_protocol_version
-            if type(pv) is int and asked is not None and pv > asked:
-                self.ledger.audit(
-                    out,
-                    AuditEvent.PROTOCOL_VIOLATION,
-                    _AGENT,
-                    method=method,
-                    id=m.id,
-                    reason=f"initialize answered protocol version {pv}, above the {asked} "
-                    f"the client asked for; {asked} is assumed",
-                )
-                pv = asked
-            if type(pv) is int:
-                neg.protocol_version = pv
-            neg.agent_name = peer_name(peer_info(result, "agentInfo"))
-            self.ledger.info(
+        neg = self.negotiated
+        pv = result.get("protocolVersion")
+        asked = neg.client_protocol_version
+        if type(pv) is int and asked is not None and pv > asked:
+            self.ledger.audit(
                 out,
-                "initialized",
-                f"initialized, protocol version {neg.protocol_version or '?'}; "
-                f"client {_name(neg.client_name)}, agent {_name(neg.agent_name)}",
+                AuditEvent.PROTOCOL_VIOLATION,
+                _AGENT,
+                method=method,
+                id=m.id,
+                reason=f"initialize answered protocol version {pv}, above the {asked} "
+                f"the client asked for; {asked} is assumed",
             )
+            pv = asked
+        if type(pv) is int:
+            neg.protocol_version = pv
+        neg.agent_name = peer_name(peer_info(result, "agentInfo"))
+        self.ledger.info(
+            out,
+            "initialized",
+            f"initialized, protocol version {neg.protocol_version or '?'}; "
+            f"client {_name(neg.client_name)}, agent {_name(neg.agent_name)}",
+        )
 
     def _opened(self, sid: str, ok: bool) -> None:
         """The agent answered a load / resume of ``sid``: a new dedup epoch; an
@@ -335,7 +326,7 @@ class AgentDirection:
         out: list[Action],
         stack: list[Iterator[Message]] | None = None,
     ) -> None:
-        policy = self.config.hold.on_expire
+        policy = self.ctx.config.hold.on_expire
         why = f"{ev.reason}; {policy}"
         if ev.reason == "agent_exited" and self.inflight.gone[_CLIENT] is not None:
             policy = "drop"
@@ -383,79 +374,117 @@ class AgentDirection:
     def deliver(self, m: Message, now: float, out: list[Action]) -> list[Message]:
         """Forwards one agent message the client can know about; returns what it releases.
 
-        A request the permission policy governs is decided here (on arrival, or
-        on release from the hold buffer): the proxy may answer it instead. A
-        ``$/cancel_request`` for a request the proxy answered is dropped.
+        A request a gate decides (:data:`_REQUEST_READERS`: the budget and
+        permission gates, the elicitation gate) is decided here (on arrival,
+        or on release from the hold buffer): the proxy may answer it instead.
+        A ``$/cancel_request`` for a request the proxy answered is dropped. A
+        ``session/update`` is read by the reader of its kind
+        (:data:`_UPDATE_READERS`), which may drop it or release held traffic.
         """
+        method = m.method
         if m.kind is _REQUEST:
-            if (
-                m.method == "session/request_permission"
-                and self.budgets.active
-                and self.budgets.permission(m, out)
-            ):
-                return []
-            if self.gate.governs(m.method) and self.gate.decide(m, now, out):
-                return []
-            if (
-                m.method == ELICITATION_CREATE
-                and self.elicitation is not None
-                and self.elicitation.decide(m, out)
-            ):
+            decide = _REQUEST_READERS.get(method)  # type: ignore[arg-type]
+            if decide is not None and decide(self, m, now, out):
                 return []
         elif (
-            m.method == CANCEL_REQUEST
+            method == CANCEL_REQUEST
             and self.gate.answered
             and self.gate.cancel_for_answered(m, out)
         ):
             return []
-        if m.method == "session/update":
+        if method == "session/update":
             p = m.params
             upd = p.get("update") if p is not None else None
             if type(upd) is dict:
                 su = upd.get("sessionUpdate")
-                if type(su) is not str:
-                    su = None  # not a kind the engine acts on (and not hashable as a key)
-                if su in _SUBAGENT_UPDATES and self.negotiated.protocol_version == 1:
-                    self._v1_opt_in(m, su, out)
-                if su == "subagent_update":
-                    return self._subagent_update(m, upd, now, out)
-                budgets = self.budgets
-                if budgets.active:
+                # a kind that is not a string is none the engine acts on (nor hashable)
+                read = _UPDATE_READERS.get(su) if type(su) is str else None
+                if read is not None:
                     assert p is not None
-                    if su == "tool_call" and budgets.watches_tools:
-                        budgets.tool_call(p.get("sessionId"), out)
-                    elif su == "usage_update" and budgets.watches_usage:
-                        budgets.usage(p.get("sessionId"), upd, out)
-                    elif su == "state_update" and budgets.watches_turns:
-                        budgets.state_report(p.get("sessionId"), upd)
-                if su == "state_update" and self._dedup_on:
-                    assert p is not None
-                    sid = p.get("sessionId")
-                    if type(sid) is str and VIEW_KEY in upd:
-                        # A large frame (a view keeps the whole frame alive): delivered,
-                        # never remembered, so never judged a duplicate.
-                        self.dedup.delivered(("self", sid), None)
-                    elif type(sid) is str:
-                        channel = ("self", sid)
-                        snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
-                        if self.dedup.is_duplicate(channel, snapshot):
-                            self.n.duplicates_removed += 1
-                            self.ledger.drop(
-                                out,
-                                m,
-                                _AGENT,
-                                AuditEvent.DUPLICATE_DROPPED,
-                                "repeats the last state_update",
-                            )
-                            return []
-                        self.dedup.delivered(
-                            channel, snapshot, footprint(snapshot, self._dedup_cap)
-                        )
-                elif (su == "tool_call" or su == "tool_call_update") and self.gate.remembers_tools:
-                    assert p is not None
-                    self.gate.remember_tool(p.get("sessionId"), upd)
+                    released = read(self, m, p, upd, now, out)
+                    if released is not None:
+                        return released
         self.ledger.forward(out, _CLIENT, m.raw)
         return []
+
+    # --- agent requests a gate decides (_REQUEST_READERS); True: answered here
+
+    def _permission_request(self, m: Message, now: float, out: list[Action]) -> bool:
+        """A ``session/request_permission``: the repeat budget, then the rules."""
+        if self.budgets.active and self.budgets.permission(m, out):
+            return True
+        return self._governed_request(m, now, out)
+
+    def _governed_request(self, m: Message, now: float, out: list[Action]) -> bool:
+        """An ``fs/*`` or ``terminal/create`` request (and a permission request): the rules."""
+        return self.gate.governs(m.method) and self.gate.decide(m, now, out)
+
+    def _elicitation_request(self, m: Message, now: float, out: list[Action]) -> bool:
+        """An ``elicitation/create``: ``[elicitation]``."""
+        return self.elicitation.decide(m, out)
+
+    # --- session/update readers (_UPDATE_READERS); a list: what to return instead
+    # of forwarding (the message was dropped, or it released held traffic)
+
+    def _read_subagent_update(
+        self, m: Message, p: dict[str, Any], upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message] | None:
+        self._read_opted_in(m, p, upd, now, out)
+        return self._subagent_update(m, upd, now, out)
+
+    def _read_opted_in(
+        self, m: Message, p: dict[str, Any], upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message] | None:
+        """An update a v1 client must have opted into (``clientCapabilities.subagents``)."""
+        if self.negotiated.protocol_version == 1:
+            self._v1_opt_in(m, upd["sessionUpdate"], out)
+        return None
+
+    def _read_tool_call(
+        self, m: Message, p: dict[str, Any], upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message] | None:
+        if self.budgets.watches_tools:
+            self.budgets.tool_call(p.get("sessionId"), out)
+        return self._read_tool_call_update(m, p, upd, now, out)
+
+    def _read_tool_call_update(
+        self, m: Message, p: dict[str, Any], upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message] | None:
+        if self.gate.remembers_tools:
+            self.gate.remember_tool(p.get("sessionId"), upd)
+        return None
+
+    def _read_usage_update(
+        self, m: Message, p: dict[str, Any], upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message] | None:
+        if self.budgets.watches_usage:
+            self.budgets.usage(p.get("sessionId"), upd, out)
+        return None
+
+    def _read_state_update(
+        self, m: Message, p: dict[str, Any], upd: dict[str, Any], now: float, out: list[Action]
+    ) -> list[Message] | None:
+        """A state report: counted by a turn budget, dropped when it repeats the last one."""
+        sid = p.get("sessionId")
+        if self.budgets.watches_turns:
+            self.budgets.state_report(sid, upd)
+        if not self._dedup_on or type(sid) is not str:
+            return None
+        channel = ("self", sid)
+        if VIEW_KEY in upd:
+            # A large frame (a view keeps the whole frame alive): delivered,
+            # never remembered, so never judged a duplicate.
+            self.dedup.delivered(channel, None)
+            return None
+        snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
+        if self.dedup.is_duplicate(channel, snapshot):
+            self.n.duplicates_removed += 1
+            self.ledger.drop(
+                out, m, _AGENT, AuditEvent.DUPLICATE_DROPPED, "repeats the last state_update"
+            )
+            return []
+        self.dedup.delivered(channel, snapshot, footprint(snapshot, self._dedup_cap))
+        return None
 
     def _v1_opt_in(self, m: Message, su: str, out: list[Action]) -> None:
         """Audits a subagent update sent to a v1 client that did not opt in
@@ -474,6 +503,8 @@ class AgentDirection:
     def _subagent_update(
         self, m: Message, upd: dict[str, Any], now: float, out: list[Action]
     ) -> list[Message]:
+        """A ``subagent_update``: the registry patched, then what its outcome does
+        (:data:`_OUTCOMES`); returns the held traffic an announcement releases."""
         p = m.params
         assert p is not None
         parent = p.get("sessionId")
@@ -492,20 +523,11 @@ class AgentDirection:
         cid = view.session_id
         reg = self.registry
         existing = reg.child(cid)
-        # A mirror that differs only in _meta (anywhere in the message) is news. An
-        # omitted update._meta is a patch meaning "unchanged": the last one stands.
-        mirror: list[Any] | None = None
-        if view.state is not None and view.state is not UNSET:
-            if "_meta" in upd:
-                umeta = upd["_meta"]
-            else:
-                last = self.dedup.last(("mirror", cid))
-                umeta = last[1] if type(last) is list else None
-            mirror = [view.state, umeta, p.get("_meta"), m.body.get("_meta")]
+        mirror = self._mirror(m, p, upd, view)
         if (
             existing is not None
             and self._dedup_on
-            and mirror is not None
+            and type(mirror) is list
             and VIEW_KEY not in upd  # a large frame is never cut: never a duplicate
             and self.dedup.is_duplicate(("mirror", cid), mirror)
         ):
@@ -521,56 +543,99 @@ class AgentDirection:
                 reason="tracked fields over limits.max_child_bytes / max_registry_bytes: "
                 "only capabilities kept (none if they alone are over)",
             )
-        if outcome is UpdateOutcome.REFUSED or outcome is UpdateOutcome.INVALID:
-            reg.deny(cid)  # fail closed: mutations naming it are refused
-        if outcome is UpdateOutcome.REFUSED:
-            limits = self.config.limits
-            self.ledger.drop(
-                out,
-                m,
-                _AGENT,
-                AuditEvent.NOTIFICATION_DROPPED,
-                f"limits.max_children ({limits.max_children}) or "
-                f"limits.max_registry_bytes ({limits.max_registry_bytes}) or nesting deeper "
-                f"than {MAX_DEPTH}",
-            )
-            return []
-        if outcome is UpdateOutcome.INVALID:
-            self.ledger.audit(
-                out,
-                AuditEvent.INVALID_SUBAGENT_UPDATE,
-                _AGENT,
-                sessionId=cid,
-                parentSessionId=parent,
-                reason="names the parent itself or an ancestor; mutations naming it are refused",
-            )
-            self.ledger.forward(out, _CLIENT, m.raw)
-            return []
-        if self._dedup_on and view.state is not UNSET:
+        return _OUTCOMES[outcome](self, m, cid, parent, mirror, out)
+
+    def _mirror(
+        self, m: Message, p: dict[str, Any], upd: dict[str, Any], view: SubagentUpdate
+    ) -> _Mirror:
+        """What a ``subagent_update``'s ``state`` mirror is compared by: ``UNSET``
+        without a ``state`` member, ``None`` for a null state. A mirror that differs
+        only in _meta (anywhere in the message) is news. An omitted update._meta is
+        a patch meaning "unchanged": the last one stands."""
+        if view.state is None or view.state is UNSET:
+            return view.state
+        if "_meta" in upd:
+            umeta = upd["_meta"]
+        else:
+            last = self.dedup.last(("mirror", view.session_id))
+            umeta = last[1] if type(last) is list else None
+        return [view.state, umeta, p.get("_meta"), m.body.get("_meta")]
+
+    # --- what a subagent_update's registry outcome does (_OUTCOMES); ``mirror``:
+    # the state mirror to remember (:meth:`_mirror`)
+
+    def _refused_child(
+        self, m: Message, cid: str, parent: str, mirror: _Mirror, out: list[Action]
+    ) -> list[Message]:
+        self.registry.deny(cid)  # fail closed: mutations naming it are refused
+        limits = self.ctx.limits
+        self.ledger.drop(
+            out,
+            m,
+            _AGENT,
+            AuditEvent.NOTIFICATION_DROPPED,
+            f"limits.max_children ({limits.max_children}) or "
+            f"limits.max_registry_bytes ({limits.max_registry_bytes}) or nesting deeper "
+            f"than {MAX_DEPTH}",
+        )
+        return []
+
+    def _invalid_child(
+        self, m: Message, cid: str, parent: str, mirror: _Mirror, out: list[Action]
+    ) -> list[Message]:
+        self.registry.deny(cid)  # fail closed: mutations naming it are refused
+        self.ledger.audit(
+            out,
+            AuditEvent.INVALID_SUBAGENT_UPDATE,
+            _AGENT,
+            sessionId=cid,
+            parentSessionId=parent,
+            reason="names the parent itself or an ancestor; mutations naming it are refused",
+        )
+        self.ledger.forward(out, _CLIENT, m.raw)
+        return []
+
+    def _accepted(self, m: Message, cid: str, mirror: _Mirror, out: list[Action]) -> Child:
+        """The registry took the update: its mirror remembered, the message forwarded."""
+        if self._dedup_on and mirror is not UNSET:
             self.dedup.delivered(("mirror", cid), mirror, footprint(mirror, self._dedup_cap))
-        child = reg.child(cid)
+        child = self.registry.child(cid)
         assert child is not None
         self.ledger.forward(out, _CLIENT, m.raw)
-        if outcome is UpdateOutcome.UPDATED or outcome is UpdateOutcome.UNCHANGED:
-            self.ledger.audit(
-                out,
-                AuditEvent.CHILD_UPDATED,
-                _AGENT,
-                sessionId=cid,
-                parentSessionId=child.parent_id,
-            )
-            self._audit_restored(cid, child.parent_id, out)
-            return []
-        if outcome is UpdateOutcome.CONFLICT:
-            self.ledger.audit(
-                out,
-                AuditEvent.REGISTRY_CONFLICT,
-                _AGENT,
-                sessionId=cid,
-                parentSessionId=parent,
-                reason="announced as a child, but known as an ordinary or provisional "
-                "session; enforced as a child",
-            )
+        return child
+
+    def _updated_child(
+        self, m: Message, cid: str, parent: str, mirror: _Mirror, out: list[Action]
+    ) -> list[Message]:
+        child = self._accepted(m, cid, mirror, out)
+        self.ledger.audit(
+            out, AuditEvent.CHILD_UPDATED, _AGENT, sessionId=cid, parentSessionId=child.parent_id
+        )
+        self._audit_restored(cid, child.parent_id, out)
+        return []
+
+    def _conflicting_child(
+        self, m: Message, cid: str, parent: str, mirror: _Mirror, out: list[Action]
+    ) -> list[Message]:
+        child = self._accepted(m, cid, mirror, out)
+        self.ledger.audit(
+            out,
+            AuditEvent.REGISTRY_CONFLICT,
+            _AGENT,
+            sessionId=cid,
+            parentSessionId=parent,
+            reason="announced as a child, but known as an ordinary or provisional "
+            "session; enforced as a child",
+        )
+        return self._announce(cid, parent, child, out)
+
+    def _announced_child(
+        self, m: Message, cid: str, parent: str, mirror: _Mirror, out: list[Action]
+    ) -> list[Message]:
+        return self._announce(cid, parent, self._accepted(m, cid, mirror, out), out)
+
+    def _announce(self, cid: str, parent: str, child: Child, out: list[Action]) -> list[Message]:
+        """A new child: audited and reported; the traffic held for it is released."""
         self.ledger.audit(
             out, AuditEvent.CHILD_ANNOUNCED, _AGENT, sessionId=cid, parentSessionId=parent
         )
@@ -657,3 +722,55 @@ class AgentDirection:
         )
         self.ledger.forward(out, _CLIENT, data)
         return []
+
+
+_RequestReader = Callable[[AgentDirection, Message, float, list[Action]], bool]
+_UpdateReader = Callable[
+    [AgentDirection, Message, dict[str, Any], dict[str, Any], float, list[Action]],
+    "list[Message] | None",
+]
+
+#: Agent request method -> the gates that decide it on delivery (True: answered here).
+_REQUEST_READERS: dict[str, _RequestReader] = {
+    **dict.fromkeys(PERMISSION_METHODS, AgentDirection._governed_request),
+    "session/request_permission": AgentDirection._permission_request,
+    ELICITATION_CREATE: AgentDirection._elicitation_request,
+}
+
+#: ``sessionUpdate`` kind -> its reader (kinds not here are forwarded as they are).
+#: ``subagent_update`` and ``session_message`` are the updates a v1 client must
+#: have opted into (``clientCapabilities.subagents``).
+_UPDATE_READERS: dict[str, _UpdateReader] = {
+    "subagent_update": AgentDirection._read_subagent_update,
+    "session_message": AgentDirection._read_opted_in,
+    "tool_call": AgentDirection._read_tool_call,
+    "tool_call_update": AgentDirection._read_tool_call_update,
+    "usage_update": AgentDirection._read_usage_update,
+    "state_update": AgentDirection._read_state_update,
+}
+
+_OutcomeReader = Callable[[AgentDirection, Message, str, str, _Mirror, list[Action]], list[Message]]
+
+#: What each registry outcome of a ``subagent_update`` does: refused and invalid
+#: updates deny the child (fail closed); the rest forward it and audit.
+_OUTCOMES: dict[UpdateOutcome, _OutcomeReader] = {
+    UpdateOutcome.REFUSED: AgentDirection._refused_child,
+    UpdateOutcome.INVALID: AgentDirection._invalid_child,
+    UpdateOutcome.UPDATED: AgentDirection._updated_child,
+    UpdateOutcome.UNCHANGED: AgentDirection._updated_child,
+    UpdateOutcome.CONFLICT: AgentDirection._conflicting_child,
+    UpdateOutcome.ANNOUNCED: AgentDirection._announced_child,
+}
+
+_Settle = Callable[[AgentDirection, Message, str, Any, Any, float, list[Action]], None]
+
+#: Client request method -> what the agent's answer to it settles (the rest settle
+#: nothing beyond the request in flight).
+_SETTLES: dict[str, _Settle] = {
+    "session/load": AgentDirection._settle_open,
+    "session/resume": AgentDirection._settle_open,
+    "session/close": AgentDirection._settle_close,
+    "session/new": AgentDirection._settle_create,
+    "session/fork": AgentDirection._settle_create,
+    "initialize": AgentDirection._settle_initialize,
+}

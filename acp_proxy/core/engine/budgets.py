@@ -30,11 +30,10 @@ counted, but nothing is refused, answered or cancelled.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, StoreCall, StoreReply
-from acp_proxy.core.engine.ledger import Ledger
 from acp_proxy.core.session.budgets import (
     PromptWindow,
     RepeatCounter,
@@ -43,10 +42,12 @@ from acp_proxy.core.session.budgets import (
     repeat_key,
 )
 from acp_proxy.core.session.permissions import cancelled_frame, choose_option
-from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.wire.jsonrpc import Message, dumps
 from acp_proxy.core.wire.jsonscan import bounded_members
 from acp_proxy.core.wire.views import VIEW_KEY
+
+if TYPE_CHECKING:
+    from acp_proxy.core.engine.context import EngineContext
 
 __all__ = ["BUDGET_EXCEEDED_CODE", "BudgetGate"]
 
@@ -67,13 +68,13 @@ class BudgetGate:
     """Applies ``[budgets]`` to one connection.
 
     Args:
-        config: the effective configuration (:meth:`configure`).
-        registry: the connection's registry (a session's root).
-        ledger: outcomes, counters, requests in flight.
-        tools: what the agent announced of its tool calls (the permission gate's
-            :attr:`~acp_proxy.core.engine.permissions.PermissionGate.tools`, session
-            -> toolCallId -> (fields, bytes)): a v1 request naming a tool call by
-            id is compared with the announced kind, title and raw input.
+        ctx: the engine context: its registry (a session's root), its ledger
+            (outcomes, counters, requests in flight), what its permission gate
+            remembers of the agent's tool calls
+            (:attr:`~acp_proxy.core.engine.permissions.PermissionGate.tools`, session
+            -> toolCallId -> (fields, bytes): a v1 request naming a tool call by
+            id is compared with the announced kind, title and raw input), and its
+            configuration (:meth:`configure`, followed on a reload).
 
     Attributes:
         exceeded: budget name -> decisions that found it used up (metrics).
@@ -82,16 +83,10 @@ class BudgetGate:
         turns: root session -> its open turn.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        registry: Registry,
-        ledger: Ledger,
-        tools: dict[str, dict[str, tuple[dict[str, Any], int]]] | None = None,
-    ) -> None:
-        self.registry = registry
-        self._tools = tools if tools is not None else {}
-        self.ledger = ledger
+    def __init__(self, ctx: EngineContext) -> None:
+        self.registry = ctx.registry
+        self._tools = ctx.gate.tools
+        self.ledger = ledger = ctx.ledger
         self.inflight = ledger.inflight
         self.exceeded: dict[str, int] = {}
         self.waiting: tuple[StoreCall, Message] | None = None
@@ -105,7 +100,7 @@ class BudgetGate:
         self._tokens_unsent = 0
         self._adding = False
         self._store_down_said = False
-        self.configure(config)
+        ctx.follow(self)
 
     def configure(self, config: Config) -> None:
         """Takes ``[budgets]`` and ``policy.mode`` (also on a reload; counts stay)."""
@@ -505,47 +500,47 @@ class BudgetGate:
             True when the proxy answered it (a cancelled turn, a repeated tool
             call): it must not be forwarded.
         """
-        sid = m.session_id
-        root = self.root(sid)
+        root = self.root(m.session_id)
         if root is None:
             return False
+        return self._in_cancelled_turn(m, root, out) or self._repeated_call(m, out)
+
+    def _in_cancelled_turn(self, m: Message, root: str, out: list[Action]) -> bool:
+        """A permission request of a turn a budget cancelled: answered cancelled."""
         turn = self.turns.get(root)
-        if turn is not None and turn.over is not None:
-            self._decided(
-                out,
-                turn.over,
-                turn.tool_calls,
-                0,
-                _AGENT,
-                f"budget {turn.over}: the prompt turn was cancelled; its permission "
-                "requests are answered cancelled",
-                sessionId=sid,
-                method=m.method,
-                id=m.id,
-            )
-            if not self.observe:
-                self._answer(m, cancelled_frame(m.id if m.id is not None else 0), out)
-                return True
+        if turn is None or turn.over is None:
+            return False
+        self._decided(
+            out,
+            turn.over,
+            turn.tool_calls,
+            0,
+            _AGENT,
+            f"budget {turn.over}: the prompt turn was cancelled; its permission "
+            "requests are answered cancelled",
+            sessionId=m.session_id,
+            method=m.method,
+            id=m.id,
+        )
+        if self.observe:
+            return False
+        self._answer(m, cancelled_frame(m.id if m.id is not None else 0), out)
+        return True
+
+    def _repeated_call(self, m: Message, out: list[Action]) -> bool:
+        """``repeat_limit``: the same tool call asked too often in a session is
+        rejected (with a reject option the agent offered, else cancelled)."""
         limit = self.config.repeat_limit
         if not limit:
             return False
+        sid = m.session_id
         params: Any = m.params
         if params is not None and VIEW_KEY in params:
             params = bounded_members(params[VIEW_KEY]) or {}
-        if type(params) is not dict:
+        if type(params) is not dict or type(sid) is not str:
             return False
-        own = params.get("toolCall")
-        call: dict[str, Any] = {}
-        if type(own) is dict:
-            tcid = own.get("toolCallId")
-            known = self._tools.get(sid) if type(sid) is str else None
-            if known is not None and isinstance(tcid, str) and tcid in known:
-                call.update(known[tcid][0])  # announced first; the request's own fields win
-            call.update((k, v) for k, v in own.items() if v is not None)
-        subject = params.get("subject")
-        if type(subject) is dict and type(subject.get("toolCall")) is dict:
-            call.update(subject["toolCall"])
-        if not call or type(sid) is not str:
+        call = self._named_call(sid, params)
+        if not call:
             return False
         count = self.repeats.count(sid, repeat_key(call))
         if count <= limit:
@@ -576,6 +571,22 @@ class BudgetGate:
             frame = cancelled_frame(m.id if m.id is not None else 0)
         self._answer(m, frame, out)
         return True
+
+    def _named_call(self, sid: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The tool call a request names (v1 ``toolCall`` over what the agent announced
+        of it, the request's own fields winning; v2 ``subject.toolCall``); empty: none."""
+        own = params.get("toolCall")
+        call: dict[str, Any] = {}
+        if type(own) is dict:
+            tcid = own.get("toolCallId")
+            known = self._tools.get(sid)
+            if known is not None and isinstance(tcid, str) and tcid in known:
+                call.update(known[tcid][0])  # announced first; the request's own fields win
+            call.update((k, v) for k, v in own.items() if v is not None)
+        subject = params.get("subject")
+        if type(subject) is dict and type(subject.get("toolCall")) is dict:
+            call.update(subject["toolCall"])
+        return call
 
     def _answer(self, m: Message, frame: bytes, out: list[Action]) -> None:
         self.inflight.pop(_AGENT, m.id)

@@ -10,19 +10,14 @@ session's descendants lose their grants until re-announced.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
-from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
-from acp_proxy.core.engine.budgets import BudgetGate
-from acp_proxy.core.engine.counters import Counters
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated, peer_info, peer_name
-from acp_proxy.core.engine.permissions import PermissionGate
-from acp_proxy.core.session.dedup import StateDedup
-from acp_proxy.core.session.hold import HoldBuffer
+from acp_proxy.core.engine.context import EngineContext, EnginePart
+from acp_proxy.core.engine.negotiated import peer_info, peer_name
 from acp_proxy.core.session.policy import Rejection, check_mutation
-from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.workspace import (
     SESSION_DIRECTORY_METHODS,
     directories_outside,
@@ -40,58 +35,31 @@ _NOTIFICATION = Kind.NOTIFICATION
 _OPENS_SESSION = frozenset({"session/load", "session/resume"})
 
 
-class ClientDirection:
+class ClientDirection(EnginePart):
     """What :class:`~acp_proxy.core.engine.ProxyCore` does with client messages.
 
     Args:
-        config: the effective configuration.
-        registry: the connection's subagent registry (read here; the freshness
-            boundary starts here).
-        hold: the connection's hold buffer.
-        dedup: the connection's duplicate state report filter.
-        ledger: outcomes, counters and requests in flight.
-        negotiated: what ``initialize`` negotiated.
+        ctx: the engine context. Read here: the configuration (``enforcement``,
+            the sandbox's workspace), the subagent registry (the freshness
+            boundary starts here), the hold buffer, the duplicate state report
+            filter, the ledger (outcomes, counters and requests in flight), what
+            ``initialize`` negotiated, the permission gate (records workspaces;
+            drops late answers to requests whose ask timed out), the budget gate
+            (checks prompts; opens turns) and the admission gate (session requests).
         agent: the agent direction, which delivers what opening a session releases.
-        gate: the permission gate (records workspaces; drops late answers to
-            requests whose ask timed out).
-        budgets: the budget gate (checks prompts; opens turns).
-        admission: the admission gate (``[admission]`` on session requests), if any.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        registry: Registry,
-        hold: HoldBuffer,
-        dedup: StateDedup,
-        ledger: Ledger,
-        negotiated: Negotiated,
-        agent: AgentDirection,
-        gate: PermissionGate,
-        budgets: BudgetGate | None = None,
-        admission: AdmissionGate | None = None,
-    ) -> None:
-        self.config = config
-        self.budgets = budgets or BudgetGate(config, registry, ledger)
-        self.registry = registry
-        self.hold = hold
-        self.dedup = dedup
-        self.ledger = ledger
-        self.inflight = ledger.inflight
-        self.n: Counters = ledger.n
-        self.negotiated = negotiated
+    def __init__(self, ctx: EngineContext, agent: AgentDirection) -> None:
+        super().__init__(ctx)
         self.agent = agent
-        self.gate = gate
-        self.admission = admission
-        self.reconfigure(config)
+        ctx.follow(self)
 
-    def reconfigure(self, config: Config) -> None:
-        """Takes the ``enforcement`` section of ``config`` (:meth:`ProxyCore.reconfigure`).
+    def configure(self, config: Config) -> None:
+        """Takes the ``enforcement`` section of ``config`` (:meth:`EngineContext.reconfigure`).
 
         Grants are checked per message against the child's current
         capabilities, so a narrower table applies to children already registered.
         """
-        self.config = config
         self._mutations = config.enforcement.child_mutations
         self._read_only = frozenset(config.enforcement.child_read_only)
         sandbox = config.sandbox
@@ -100,48 +68,73 @@ class ClientDirection:
 
     def handle(self, m: Message, now: float, out: list[Action], budgeted: bool = False) -> None:
         """One classified client message (request, notification or response); ``budgeted``:
-        a prompt the budget store allowed, checked again here but not counted again."""
+        a prompt the budget store allowed, checked again here but not counted again.
+
+        A request or notification passes the checks of :data:`_CHECKS` in order
+        (the first that refuses it, or holds it for the budget store, ends it),
+        then is tracked and forwarded.
+        """
         kind = m.kind
         if kind is _REQUEST or kind is _NOTIFICATION:
-            method = m.method
-            assert method is not None
-            sid = m.session_id
-            if method == "initialize" and kind is _REQUEST:
+            if kind is _REQUEST and m.method == "initialize":
                 self._client_initialize(m)
-            rejection = check_mutation(
-                self.registry,
-                self._mutations,
-                method,
-                sid,
-                read_only=self._read_only,
-                unestablished=sid is not None and self._unestablished(sid, method),
-            )
-            if rejection is not None:
-                self._reject(m, rejection, out)
-                return
-            if kind is _REQUEST and self.admission is not None:
-                refusal = self.admission.decide(m)
-                if refusal is not None and self.admission.refuse(m, refusal, out):
+            for check in _CHECKS:
+                if check(self, m, now, out, budgeted):
                     return
-            if self._roots and kind is _REQUEST and method in SESSION_DIRECTORY_METHODS:
-                outside = directories_outside(m.params, self._roots)
-                if outside:
-                    self._refuse_outside(m, outside, out)
-                    return
-            if (
-                method == "session/prompt"
-                and kind is _REQUEST
-                and not budgeted
-                and self.budgets.watches_prompts
-                and m.id not in self.inflight.pending[_CLIENT]
-                and self.budgets.prompt(m, sid, now, out)
-            ):
-                return  # refused, or waiting for the budget store (ProxyCore.store_result)
             self._go_on(m, now, out)
             return
         if self.gate.watching and self.gate.client_response(m, out):
             return
         self.ledger.settle(_CLIENT, m, out)
+
+    # --- the checks of a client request or notification (_CHECKS); True: it was
+    # refused, or waits for the budget store (ProxyCore.store_result)
+
+    def _check_enforcement(self, m: Message, now: float, out: list[Action], budgeted: bool) -> bool:
+        """``[enforcement]``: a message naming a child needs the child's grant."""
+        method = m.method
+        assert method is not None
+        sid = m.session_id
+        rejection = check_mutation(
+            self.registry,
+            self._mutations,
+            method,
+            sid,
+            read_only=self._read_only,
+            unestablished=sid is not None and self._unestablished(sid, method),
+        )
+        if rejection is None:
+            return False
+        self._reject(m, rejection, out)
+        return True
+
+    def _check_admission(self, m: Message, now: float, out: list[Action], budgeted: bool) -> bool:
+        """``[admission]`` on session requests."""
+        if m.kind is not _REQUEST:
+            return False
+        refusal = self.admission.decide(m)
+        return refusal is not None and self.admission.refuse(m, refusal, out)
+
+    def _check_workspace(self, m: Message, now: float, out: list[Action], budgeted: bool) -> bool:
+        """The sandbox's workspace: a session request naming directories outside it."""
+        if not self._roots or m.kind is not _REQUEST or m.method not in SESSION_DIRECTORY_METHODS:
+            return False
+        outside = directories_outside(m.params, self._roots)
+        if not outside:
+            return False
+        self._refuse_outside(m, outside, out)
+        return True
+
+    def _check_budget(self, m: Message, now: float, out: list[Action], budgeted: bool) -> bool:
+        """``[budgets]`` on a prompt not yet counted (refused, or sent to the store)."""
+        return (
+            m.method == "session/prompt"
+            and m.kind is _REQUEST
+            and not budgeted
+            and self.budgets.watches_prompts
+            and m.id not in self.inflight.pending[_CLIENT]
+            and self.budgets.prompt(m, m.session_id, now, out)
+        )
 
     def _refuse_workspace(self, m: Message, reason: str, out: list[Action]) -> None:
         """Answers a session/new | load | resume | fork whose workspace is over
@@ -200,7 +193,7 @@ class ClientDirection:
                 out,
                 _CLIENT,
                 m.id,
-                self.config.enforcement.reject_code,
+                self.ctx.config.enforcement.reject_code,
                 rejection.message,
                 rejection.data,
             )
@@ -286,3 +279,15 @@ class ClientDirection:
         if self.hold.announces(sid):
             return True
         return sid in self.hold and method not in _OPENS_SESSION
+
+
+_Check = Callable[[ClientDirection, Message, float, list[Action], bool], bool]
+
+#: The checks a client request or notification passes, in order (the first
+#: that returns True ends it).
+_CHECKS: tuple[_Check, ...] = (
+    ClientDirection._check_enforcement,
+    ClientDirection._check_admission,
+    ClientDirection._check_workspace,
+    ClientDirection._check_budget,
+)

@@ -11,16 +11,17 @@ dropped like one for a request the permission gate answered.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.permissions import PermissionGate
 from acp_proxy.core.session.elicitation import ElicitationRules, decline_frame
 from acp_proxy.core.wire.jsonrpc import Message
 from acp_proxy.core.wire.jsonscan import bounded_members
 from acp_proxy.core.wire.views import VIEW_KEY
+
+if TYPE_CHECKING:
+    from acp_proxy.core.engine.context import EngineContext
 
 __all__ = ["ELICITATION_CREATE", "ElicitationGate"]
 
@@ -32,16 +33,16 @@ class ElicitationGate:
     """Applies ``[elicitation]`` to one connection's agent elicitation requests.
 
     Args:
-        config: the effective configuration (:meth:`configure`).
-        ledger: outcomes, counters and requests in flight.
-        permissions: the permission gate, whose ``answered`` table remembers the
-            requests the proxy answered (for ``$/cancel_request``).
+        ctx: the engine context: its ledger (outcomes, counters and requests in
+            flight), its permission gate, whose ``answered`` table remembers the
+            requests the proxy answered (for ``$/cancel_request``), and its
+            configuration (:meth:`configure`, followed on a reload).
     """
 
-    def __init__(self, config: Config, ledger: Ledger, permissions: PermissionGate) -> None:
-        self.ledger = ledger
-        self.permissions = permissions
-        self.configure(config)
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ledger = ctx.ledger
+        self.permissions = ctx.gate
+        ctx.follow(self)
 
     def configure(self, config: Config) -> None:
         """Builds the rules from ``config`` (also on a reload)."""

@@ -29,12 +29,11 @@ the gate.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Send
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated
 from acp_proxy.core.session.permissions import (
     TOOL_FIELDS,
     Decision,
@@ -46,7 +45,6 @@ from acp_proxy.core.session.permissions import (
     workspace_from_params,
 )
 from acp_proxy.core.session.places import OwnFiles
-from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.sdk_reading import PathResolver
 from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.guard import governed_misread
@@ -54,6 +52,11 @@ from acp_proxy.core.wire.jsonrpc import INVALID_REQUEST, Message, dumps
 from acp_proxy.core.wire.jsonscan import bounded_members
 from acp_proxy.core.wire.passthrough import CANCEL_REQUEST
 from acp_proxy.core.wire.views import OPAQUE, VIEW_KEY
+
+if TYPE_CHECKING:
+    from acp_proxy.core.engine.context import EngineContext
+
+_V = TypeVar("_V")
 
 __all__ = ["PermissionGate"]
 
@@ -76,10 +79,10 @@ class PermissionGate:
     """Applies the permission policy to one connection's agent requests.
 
     Args:
-        config: the effective configuration (:meth:`configure`).
-        registry: the connection's subagent registry (read: children, parents).
-        ledger: outcomes, counters and requests in flight.
-        negotiated: what ``initialize`` negotiated (the request shape to read).
+        ctx: the engine context: its subagent registry (read: children, parents),
+            its ledger (outcomes, counters and requests in flight), what
+            ``initialize`` negotiated (the request shape to read), and its
+            configuration (:meth:`configure`, followed on a reload).
 
     Attributes:
         policy: the compiled ``[permissions]`` section.
@@ -89,13 +92,11 @@ class PermissionGate:
             (still in flight toward the client).
     """
 
-    def __init__(
-        self, config: Config, registry: Registry, ledger: Ledger, negotiated: Negotiated
-    ) -> None:
-        self.registry = registry
-        self.ledger = ledger
+    def __init__(self, ctx: EngineContext) -> None:
+        self.registry = ctx.registry
+        self.ledger = ledger = ctx.ledger
         self.inflight = ledger.inflight
-        self.negotiated = negotiated
+        self.negotiated = ctx.negotiated
         self.workspaces: dict[str, Workspace] = {}
         self._creating: dict[Any, Workspace] = {}  # client request id -> workspace
         # estimated bytes of each kept workspace (by session id, by creating request id)
@@ -119,7 +120,7 @@ class PermissionGate:
         self.resolve: PathResolver | None = None
         #: the proxy's own files, refused to every governed request
         self.own = OwnFiles()
-        self.configure(config)
+        ctx.follow(self)
 
     def use_filesystem(self, resolve: PathResolver | None, own: OwnFiles) -> None:
         """The shell shares the client's filesystem: resolve paths there, and keep
@@ -234,7 +235,15 @@ class PermissionGate:
             longer in flight and must not be forwarded. False: forward it (an ask
             timer is started when its rule says so).
         """
-        rid: Any = m.id
+        decision = self._decision(m)
+        observed = self.observe and not decision.forced and decision.rule is not None
+        self._audit_decision(m, decision, observed, out)
+        if observed:  # policy.mode = "observe": decided and audited, then forwarded
+            return False
+        return _DISPOSITIONS[decision.disposition](self, m, decision, now, out)
+
+    def _decision(self, m: Message) -> Decision:
+        """The policy's decision on ``m``; a request an SDK could read otherwise is refused."""
         sid = m.session_id
         method = m.method
         assert method is not None
@@ -243,56 +252,72 @@ class PermissionGate:
             params = bounded_members(params[VIEW_KEY]) or {}
         why = governed_misread(method, params) if params is not None else None
         if why is not None:
-            decision = Decision(
+            return Decision(
                 method,
                 "deny",
                 error_code=INVALID_REQUEST,
                 reason=f"ambiguous message: {why}",
                 forced=True,
             )
-        else:
-            context = session_context(
-                sid if type(sid) is str else None, self.registry, self.workspaces
-            )
-            decision = self.policy.decide(
-                context,
-                method,
-                params,
-                tools=self._tools_named(sid, params),
-                resolve=self.resolve,
-                own=self.own,
-            )
+        context = session_context(sid if type(sid) is str else None, self.registry, self.workspaces)
+        return self.policy.decide(
+            context,
+            method,
+            params,
+            tools=self._tools_named(sid, params),
+            resolve=self.resolve,
+            own=self.own,
+        )
+
+    def _audit_decision(
+        self, m: Message, decision: Decision, observed: bool, out: list[Action]
+    ) -> None:
+        """Audits ``decision`` (if it has an event); an observed one says whether it
+        would have blocked, and counts it."""
         event = decision.audit_event
-        observed = self.observe and not decision.forced and decision.rule is not None
-        if event is not None:
-            fields = decision.audit_fields(sid, include_content=self.include_content)
-            if observed:  # policy.mode = "observe": decided and audited, then forwarded
-                blocks = decision.disposition == "refuse" or decision.action == "deny"
-                fields["would_block"] = blocks
-                fields["observed"] = True
-                if blocks and decision.rule is not None:
-                    wb = self.ledger.would_block
-                    wb[decision.rule] = wb.get(decision.rule, 0) + 1
-            self.ledger.audit(out, event, _AGENT, id=rid, **fields)
+        if event is None:
+            return
+        fields = decision.audit_fields(m.session_id, include_content=self.include_content)
         if observed:
-            return False
-        if decision.disposition == "forward":
-            if decision.action == "ask":
-                asked = self.asked
-                asked[rid] = (method, sid, decision.rule)
-                while len(asked) > self._max_remembered:
-                    del asked[next(iter(asked))]
-            timeout = decision.ask_timeout_seconds
-            if timeout is not None and decision.rule is not None:
-                self._start_timer(rid, now + timeout, decision.rule)
-            return False
-        self.inflight.pop(_AGENT, rid)
-        if decision.disposition == "answer":
-            answered = self.answered
-            answered[rid] = decision.rule or ""
-            while len(answered) > self._max_remembered:
-                del answered[next(iter(answered))]
+            blocks = decision.disposition == "refuse" or decision.action == "deny"
+            fields["would_block"] = blocks
+            fields["observed"] = True
+            if blocks and decision.rule is not None:
+                wb = self.ledger.would_block
+                wb[decision.rule] = wb.get(decision.rule, 0) + 1
+        self.ledger.audit(out, event, _AGENT, id=m.id, **fields)
+
+    # --- carrying a decision out, by its disposition (_DISPOSITIONS); True: the
+    # proxy answered the request (no longer in flight, not forwarded)
+
+    def _forwarded(self, m: Message, decision: Decision, now: float, out: list[Action]) -> bool:
+        """Forwarded for the client to decide: an ask is remembered (its answer is
+        audited), its rule's ask timer started."""
+        rid: Any = m.id
+        if decision.action == "ask":
+            assert m.method is not None
+            _remember_bounded(
+                self.asked, rid, (m.method, m.session_id, decision.rule), self._max_remembered
+            )
+        timeout = decision.ask_timeout_seconds
+        if timeout is not None and decision.rule is not None:
+            self._start_timer(rid, now + timeout, decision.rule)
+        return False
+
+    def _answered_here(self, m: Message, decision: Decision, now: float, out: list[Action]) -> bool:
+        """Answered with an option: remembered (a later ``$/cancel_request`` is dropped)."""
+        self.inflight.pop(_AGENT, m.id)
+        _remember_bounded(self.answered, m.id, decision.rule or "", self._max_remembered)
+        return self._reply(m, decision, out)
+
+    def _refused_here(self, m: Message, decision: Decision, now: float, out: list[Action]) -> bool:
+        """Refused with a JSON-RPC error."""
+        self.inflight.pop(_AGENT, m.id)
+        return self._reply(m, decision, out)
+
+    def _reply(self, m: Message, decision: Decision, out: list[Action]) -> bool:
         if self.inflight.gone[_AGENT] is None:
+            rid: Any = m.id
             self.ledger.reply(out, _AGENT, answer_frame(rid, decision))
         else:
             self.ledger.n.dropped += 1  # decided, but nobody is left to answer
@@ -517,3 +542,20 @@ class PermissionGate:
         self._creating.clear()
         self.workspace_bytes -= sum(self._creating_sizes.values())
         self._creating_sizes.clear()
+
+
+def _remember_bounded(table: dict[Any, _V], key: Any, value: _V, most: int) -> None:
+    """``table[key] = value``, the oldest entries forgotten past ``most``."""
+    table[key] = value
+    while len(table) > most:
+        del table[next(iter(table))]
+
+
+_CarryOut = Callable[[PermissionGate, Message, Decision, float, list[Action]], bool]
+
+#: A decision's disposition -> how the gate carries it out.
+_DISPOSITIONS: dict[str, _CarryOut] = {
+    "forward": PermissionGate._forwarded,
+    "answer": PermissionGate._answered_here,
+    "refuse": PermissionGate._refused_here,
+}

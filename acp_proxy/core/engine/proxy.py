@@ -10,7 +10,8 @@ The engine is composed of parts, each owning its state: the
 :class:`~acp_proxy.core.engine.inflight.InFlight` requests), the
 :class:`~acp_proxy.core.engine.client.ClientDirection` (enforcement) and the
 :class:`~acp_proxy.core.engine.agent.AgentDirection` (hold, registry, dedup),
-sharing the session state (registry, hold buffer, dedup) they are given.
+sharing the session state (registry, hold buffer, dedup) and the gates through
+one :class:`~acp_proxy.core.engine.context.EngineContext`.
 :class:`ProxyCore` takes frames in, classifies them, forwards the ones no rule
 needs to inspect on the fast path and hands the rest to a direction.
 
@@ -30,55 +31,41 @@ import attrs
 
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send, StoreCall, StoreReply
-from acp_proxy.core.engine.admission import AdmissionGate
 from acp_proxy.core.engine.agent import AgentDirection
-from acp_proxy.core.engine.budgets import BudgetGate
 from acp_proxy.core.engine.client import ClientDirection
-from acp_proxy.core.engine.counters import CoreStatistics, Counters
-from acp_proxy.core.engine.elicitation import ElicitationGate
-from acp_proxy.core.engine.inflight import InFlight
-from acp_proxy.core.engine.ledger import Ledger
-from acp_proxy.core.engine.negotiated import Negotiated
-from acp_proxy.core.engine.permissions import PermissionGate
-from acp_proxy.core.session.dedup import StateDedup
-from acp_proxy.core.session.hold import HoldBuffer
-from acp_proxy.core.session.registry import Registry
+from acp_proxy.core.engine.context import EngineContext, EnginePart
+from acp_proxy.core.engine.counters import CoreStatistics
+from acp_proxy.core.engine.refusals import refuse, refuse_batch, refuse_oversize
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import (
     INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    PARSE_ERROR,
     Kind,
     Message,
-    RawId,
     canonical,
     error_frame,
     parse,
-    reply_id,
 )
 from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
-    UPDATE_RULES,
     envelope_uninspected,
     uninspected,
 )
 from acp_proxy.core.wire.runs import envelope_run, plain_run
+from acp_proxy.core.wire.verdict import Verdict
 
 __all__ = ["CoreStatistics", "ProxyCore"]
 
 # Enum members as module globals (``Kind.X`` / ``Peer.X`` are slow attribute lookups).
 _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
-_REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
 _BATCH = Kind.BATCH
-_INVALID = Kind.INVALID
+_OK = Verdict.OK
 
 
-class ProxyCore:
+class ProxyCore(EnginePart):
     """The sans-IO proxy engine for one client-agent connection.
 
     Args:
@@ -94,7 +81,9 @@ class ProxyCore:
     dedup in :mod:`~acp_proxy.core.engine.agent`.
 
     Attributes:
-        config: the effective configuration.
+        ctx: what the engine parts share (:mod:`~acp_proxy.core.engine.context`);
+            the members below are its members.
+        config: the effective configuration (``ctx.config``).
         registry: the subagent registry.
         hold: the hold buffer.
         dedup: the duplicate state report filter.
@@ -110,56 +99,27 @@ class ProxyCore:
     """
 
     def __init__(self, config: Config | None = None, *, label: str = "") -> None:
-        self.config = config = config or Config()
+        config = config or Config()
         limits = config.limits
-        self.registry = Registry(
-            limits.max_children,
-            max_sessions=limits.max_sessions,
-            max_child_bytes=limits.max_child_bytes,
-            max_registry_bytes=limits.max_registry_bytes,
-        )
-        self._known = self.registry.known  # the same set, one attribute lookup less
         self._dense_bytes = limits.dense_message_bytes
         self._min_value_bytes = limits.min_bytes_per_value
         self._max_depth = limits.max_nesting_depth
         self._max_sid = limits.max_session_id_bytes
-        self.hold = HoldBuffer(config.hold, self._reparse)
-        self.dedup = StateDedup(limits.max_dedup_bytes)
-        self.n = Counters()
-        self.inflight = InFlight(limits.max_pending_requests, limits.max_pending_bytes)
+        ctx = EngineContext.open(config, label, self._reparse)
+        super().__init__(ctx)  # the context's members, under the names the API has
+        self.permissions = ctx.gate
+        self._known = self.registry.known  # the same set, one attribute lookup less
         #: the agent stopped reading (:meth:`agent_stopped_reading`) but has not exited yet
         self.agent_deaf = False
-        self.ledger = Ledger(self.n, self.inflight, config.audit.include_content, label)
-        self.negotiated = Negotiated()
-        self.permissions = PermissionGate(config, self.registry, self.ledger, self.negotiated)
-        self.budgets = BudgetGate(config, self.registry, self.ledger, self.permissions.tools)
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
-        self.admission = AdmissionGate(config, self.ledger)
-        self.elicitation = ElicitationGate(config, self.ledger, self.permissions)
-        self.agent = AgentDirection(
-            config,
-            self.registry,
-            self.hold,
-            self.dedup,
-            self.ledger,
-            self.negotiated,
-            self.permissions,
-            self.budgets,
-            self.elicitation,
-        )
-        self.client = ClientDirection(
-            config,
-            self.registry,
-            self.hold,
-            self.dedup,
-            self.ledger,
-            self.negotiated,
-            self.agent,
-            self.permissions,
-            self.budgets,
-            self.admission,
-        )
+        self.agent = AgentDirection(ctx)
+        self.client = ClientDirection(ctx, self.agent)
+
+    @property
+    def config(self) -> Config:
+        """The effective configuration (the context's; :meth:`reconfigure` swaps it)."""
+        return self.ctx.config
 
     def _needs_table(self) -> dict[str, str | None]:
         """The fast path's table of updates to inspect: the permission gate's, plus
@@ -190,23 +150,17 @@ class ProxyCore:
         buffers); :func:`acp_proxy.config.reload.apply_reload` gives a
         ``config`` whose other sections are unchanged.
 
-        **A new policy part must be swapped here**: a part built from a policy
-        section (such as a ``Policy(config.permissions)`` held on the core)
-        is rebuilt or handed the new section in this method, or a reload
-        would leave it deciding on the old policy.
+        The context swaps the configuration once
+        (:meth:`~acp_proxy.core.engine.context.EngineContext.reconfigure`) and
+        hands it to every part built from it: **a new policy part** derives
+        its values in a ``configure(config)`` method and registers with
+        ``ctx.follow(self)`` when built, or a reload would leave it deciding
+        on the old policy.
 
         Args:
             config: the effective configuration after the reload.
         """
-        self.config = config
-        self.hold.config = config.hold
-        self.ledger.include_content = config.audit.include_content
-        self.agent.reconfigure(config)
-        self.client.reconfigure(config)
-        self.permissions.configure(config)
-        self.budgets.configure(config)
-        self.admission.configure(config)
-        self.elicitation.configure(config)
+        self.ctx.reconfigure(config)
         self._needs = self._needs_table()
 
     @property
@@ -221,7 +175,7 @@ class ProxyCore:
 
     def _reparse(self, raw: bytes) -> Message:
         """:func:`~acp_proxy.core.wire.jsonrpc.parse` with this connection's limits."""
-        return parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth)
+        return parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth, self._max_sid)
 
     # ----------------------------------------------------------------- API
 
@@ -335,9 +289,7 @@ class ProxyCore:
     # 512) leaves the decoders room at any stack depth the shell calls from.
 
     def _frame(self, source: Peer, raw: bytes, now: float) -> list[Action]:
-        return self._message(
-            source, parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth), now
-        )
+        return self._message(source, self._reparse(raw), now)
 
     def _frames(self, source: Peer, frames: list[bytes], now: float) -> list[Action]:
         out: list[Action] = []
@@ -346,7 +298,7 @@ class ProxyCore:
                 out.extend(
                     self._message(
                         source,
-                        parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth),
+                        self._reparse(raw),
                         now,
                     )
                 )
@@ -362,7 +314,7 @@ class ProxyCore:
                 out.extend(
                     self._message(
                         source,
-                        parse(raw, self._dense_bytes, self._min_value_bytes, self._max_depth),
+                        self._reparse(raw),
                         now,
                     )
                 )
@@ -392,7 +344,7 @@ class ProxyCore:
             out.extend(
                 self._message(
                     _AGENT,
-                    parse(frames[j], self._dense_bytes, self._min_value_bytes, self._max_depth),
+                    self._reparse(frames[j]),
                     now,
                 )
             )
@@ -408,7 +360,7 @@ class ProxyCore:
         if (
             m.kind is _NOTIFICATION
             and source is _AGENT
-            and not m.ambiguous
+            and m.verdict is _OK
             and uninspected(m.body, self._known, self._needs)
         ):
             return self._forward_fast(m.raw)
@@ -420,40 +372,8 @@ class ProxyCore:
         return out
 
     def _batch(self, source: Peer, m: Message, out: list[Action]) -> None:
-        """Refuses a JSON-RPC batch whole, as both SDKs do (docs/protocol.md section 4,
-        "Batches"): nothing inside it reaches the other peer.
-
-        A client's batch is one message answered with one ``-32600`` (id
-        ``null``). An agent's batch counts each element: a request whose id
-        can be read is answered ``-32600`` to the agent, the rest are dropped;
-        one audit record covers the batch.
-        """
-        reason = "ACP does not use JSON-RPC batches"
-        n = self.n
-        ledger = self.ledger
-        if source is _CLIENT:
-            n.accepted += 1
-            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=None, reason=reason)
-            ledger.answer(out, _CLIENT, None, INVALID_REQUEST, f"acp-proxy: {reason}")
-            return
-        items = m.items  # the elements that may be requests; the others are not read
-        count = max(1, m.elements or len(items))
-        n.accepted += count
-        answered = 0
-        for item in items:
-            if item.kind is _REQUEST and item.id is not None:
-                answered += 1
-                ledger.answer(out, _AGENT, item.id, INVALID_REQUEST, f"acp-proxy: {reason}")
-        n.dropped += count - answered
-        ledger.audit(
-            out,
-            AuditEvent.BATCH_REFUSED,
-            source,
-            count=count,
-            answered=answered,
-            reason=f"{reason}: {count} elements refused",
-        )
-        out.append(Report("warning", f"agent sent a JSON-RPC batch, refused: {reason}"))
+        """Refuses a JSON-RPC batch whole (:func:`~acp_proxy.core.engine.refusals.refuse_batch`)."""
+        refuse_batch(self.ledger, source, m, out)
 
     def _forward_fast(self, data: bytes, count: int = 1) -> list[Action]:
         """Forwards ``count`` agent messages (joined by newlines in ``data``) unchanged."""
@@ -463,33 +383,11 @@ class ProxyCore:
         return [Send(_CLIENT, data)]
 
     def _oversize(self, source: Peer, size_bytes: int, complete: bool, rid: Any) -> list[Action]:
-        """Reports a message skipped by the framer for exceeding ``max_message_bytes``.
-
-        A client's oversize message is answered with ``-32600``, with its id
-        ``rid`` when the shell could read it from the message's start
-        (:func:`~acp_proxy.core.wire.jsonscan.request_id_from_prefix`; an id
-        the proxy does not track as its bytes), else ``null`` (also when
-        ``rid`` is in flight: a later ``id`` could differ); an agent's request
-        whose id can be read is answered ``-32600`` under it, the rest is
-        dropped. All are audited.
-        """
-        out: list[Action] = []
-        self.n.accepted += 1
-        self.n.oversize += 1
+        """Reports a message skipped by the framer for exceeding ``max_message_bytes``
+        (:func:`~acp_proxy.core.engine.refusals.refuse_oversize`)."""
         limit = self.config.limits.max_message_bytes
-        reason = f"message of {size_bytes} bytes exceeds limits.max_message_bytes ({limit})"
-        self.ledger.audit(out, AuditEvent.OVERSIZE_MESSAGE, source, reason=reason)
-        out.append(Report("warning", f"{source.value} sent an oversize message: {reason}"))
-        if source is _CLIENT and complete:
-            if rid in self.inflight.pending[_CLIENT]:
-                rid = None
-            self.ledger.answer(out, _CLIENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
-        elif source is _AGENT and complete and rid is not None:
-            # an agent request: answered under its id's bytes, or it would wait forever
-            self.ledger.answer(out, _AGENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
-        else:
-            self.n.dropped += 1
-        return out
+        pending = self.inflight.pending[_CLIENT]
+        return refuse_oversize(self.ledger, pending, source, size_bytes, limit, complete, rid)
 
     def _partial(self, source: Peer, size_bytes: int) -> list[Action]:
         """Reports a half-written last line at end of stream (never forwarded)."""
@@ -637,123 +535,13 @@ class ProxyCore:
 
     # ------------------------------------------------------------ dispatch
 
-    def _bad_session_id(self, m: Message) -> bool:
-        """True when ``params.sessionId`` is present but not a string, or a session id
-        the engine may key state on is a string longer than
-        ``limits.max_session_id_bytes``: ``params.sessionId``, and in a
-        ``session/update`` the members and reference lists
-        :data:`~acp_proxy.core.wire.passthrough.UPDATE_RULES` names for its kind
-        (the same table the fast path reads, so a message the fast path forwards
-        is never refused here)."""
-        params = m.params
-        assert params is not None
-        named = params.get("sessionId", "")
-        if type(named) is not str:
-            return True
-        ids: list[Any] = [named]
-        upd = params.get("update")
-        if type(upd) is dict and m.method == "session/update":
-            su = upd.get("sessionUpdate")
-            rule = UPDATE_RULES.get(su) if type(su) is str else None
-            if rule is not None:
-                ids += (upd.get(k) for k in rule.ids)
-                if rule.refs is not None:
-                    items = upd.get(rule.refs[0])
-                    if type(items) is list:
-                        ids += (i.get("sessionId") for i in items if type(i) is dict)
-        limit = self._max_sid
-        for sid in ids:
-            if (
-                type(sid) is str
-                and len(sid) > limit // 4
-                and (len(sid) > limit or len(sid.encode("utf-8", "surrogatepass")) > limit)
-            ):
-                return True
-        return False
-
-    def _too_long(self, source: Peer, m: Message, out: list[Action]) -> None:
-        """Refuses a message whose session id is not a string or is over the limit
-        (answered or dropped)."""
-        sid = m.params.get("sessionId") if m.params is not None else None
-        reason = (
-            f"session id longer than limits.max_session_id_bytes ({self._max_sid})"
-            if type(sid) is str or sid is None
-            else "params.sessionId must be a string"
-        )
-        if source is _AGENT and m.kind is not _REQUEST:
-            self.agent.refuse(m, out, reason)
-            return
-        if m.kind is _REQUEST:  # answered under its id: the requester never waits
-            self.ledger.audit(
-                out, AuditEvent.INVALID_MESSAGE, source, id=m.id, method=m.method, reason=reason
-            )
-            self.ledger.answer(out, source, m.id, INVALID_PARAMS, f"acp-proxy: {reason}")
-        else:
-            self.ledger.drop(out, m, source, AuditEvent.INVALID_MESSAGE, reason)
-
     def _dispatch(self, source: Peer, m: Message, now: float, out: list[Action]) -> None:
+        """One message: refused by its verdict's row of
+        :data:`~acp_proxy.core.engine.refusals.REFUSALS`, else decided by a direction."""
         self.n.accepted += 1
-        if m.kind is _INVALID:
-            self._invalid(source, m, out)
-        elif m.params is not None and self._bad_session_id(m):
-            self._too_long(source, m, out)
-        elif m.ambiguous:
-            self._ambiguous(source, m, out)
+        if m.verdict is not _OK:
+            refuse(self.ledger, self.agent, source, m, out)
         elif source is _CLIENT:
             self.client.handle(m, now, out)
         else:
             self.agent.handle(m, now, out)
-
-    def _invalid(self, source: Peer, m: Message, out: list[Action]) -> None:
-        """A frame that is not valid JSON-RPC: a client's is answered, an agent's dropped."""
-        self.n.invalid += 1
-        ledger = self.ledger
-        reason = m.reason or "invalid"
-        if source is _CLIENT:
-            code = PARSE_ERROR if m.parse_error else INVALID_REQUEST
-            rid = reply_id(m)
-            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=_audit_id(rid), reason=reason)
-            ledger.answer(out, _CLIENT, rid, code, f"acp-proxy: {reason}")
-            return
-        rid = reply_id(m, any_type=True)
-        if rid is not None:  # an agent request: answered under its id's bytes
-            out.append(Report("warning", f"agent sent an invalid request, refused: {reason}"))
-            ledger.audit(out, AuditEvent.INVALID_MESSAGE, source, id=_audit_id(rid), reason=reason)
-            ledger.answer(out, _AGENT, rid, INVALID_REQUEST, f"acp-proxy: {reason}")
-            return
-        if m.parse_error:
-            self.n.non_json_agent_lines += 1
-            preview = m.raw[:200].decode("utf-8", "replace")
-            out.append(Report("warning", f"agent stdout line is not JSON, dropped: {preview!r}"))
-        else:
-            out.append(Report("warning", f"agent sent invalid JSON-RPC, dropped: {reason}"))
-        ledger.drop(out, m, source, AuditEvent.INVALID_MESSAGE, reason)
-
-    def _ambiguous(self, source: Peer, m: Message, out: list[Action]) -> None:
-        """A message parsers would read differently: a request is answered, the rest dropped."""
-        reason = m.reason or (
-            "duplicate keys in decision fields (method, id, params, sessionId, update)"
-        )
-        body = m.body if isinstance(m.body, dict) else {}
-        dups: set[str] = getattr(body, "dups", set())
-        ledger = self.ledger
-        if m.kind is _REQUEST:
-            rid = None if "id" in dups else m.id
-            ledger.audit(
-                out, AuditEvent.INVALID_MESSAGE, source, id=rid, method=m.method, reason=reason
-            )
-            ledger.answer(
-                out, source, rid, INVALID_REQUEST, f"acp-proxy: ambiguous message: {reason}"
-            )
-        else:
-            event = (
-                AuditEvent.NOTIFICATION_DROPPED
-                if m.kind is _NOTIFICATION
-                else AuditEvent.INVALID_MESSAGE
-            )
-            ledger.drop(out, m, source, event, reason)
-
-
-def _audit_id(rid: Any) -> Any:
-    """An id as an audit record keeps it: a :class:`RawId` as its JSON text."""
-    return rid.text if type(rid) is RawId else rid

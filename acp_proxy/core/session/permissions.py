@@ -88,11 +88,9 @@ Matching (see :class:`Policy` for the decision among rules)
 
 from __future__ import annotations
 
-import functools
 import posixpath
-import shlex
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
@@ -103,6 +101,13 @@ from acp_proxy.core.actions import AuditEvent
 from acp_proxy.core.session.places import OwnFiles, own_file_hit
 from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.sdk_reading import TOOL_KINDS, PathResolver, read_args, tool_paths
+from acp_proxy.core.session.spellings import (
+    _argv_variants,
+    _raw_value,
+    _raw_variants,
+    _unique,
+    command_variants,
+)
 from acp_proxy.core.wire.jsonrpc import JsonId, dumps, error_frame
 from acp_proxy.core.wire.views import OPAQUE
 
@@ -431,52 +436,60 @@ class Policy:
         if self.active and method in _LOCATED:
             misplaced = _not_absolute(method, p)
             if misplaced is not None:
-                return Decision(
-                    method,
-                    "deny",
-                    error_code=self.config.refuse_code,
-                    reason=misplaced,
-                    facts=_clean({k: _str(p.get(k)) for k in ("path", "cwd", "command")}),
-                    forced=True,
-                )
+                facts = _clean({k: _str(p.get(k)) for k in ("path", "cwd", "command")})
+                return self._refused(method, misplaced, facts)
         rules = self._by_method.get(method)
         if not rules and not own:
             return Decision(method, "ask")
-        if method == _REQUEST_PERMISSION:
-            shapes = _shapes(p, context, tools)
-        else:
-            shapes = [_facts(method, p, context)]
-        contexts = [context] * len(shapes)
-        if resolve is not None:
-            resolved = [_resolved(shape, resolve) for shape in shapes]
-            extra = [r for r in resolved if r is not None]
-            if extra:
-                shapes += extra
-                contexts += [_resolved_context(context, resolve)] * len(extra)
-        audit: dict[str, str] = {}
-        for shape in shapes:
-            for key, value in shape.audit.items():
-                audit.setdefault(key, value)
-        if own:
-            hit = own_file_hit(
-                (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
-                (x for s in shapes for x in (s.command, *s.commands) if x is not None),
-                own,
-            )
-            if hit is not None:
-                return Decision(
-                    method,
-                    "deny",
-                    error_code=self.config.refuse_code,
-                    reason=f"names the proxy's own file {hit}",
-                    facts=audit,
-                    forced=True,
-                )
+        shapes, contexts = _read_shapes(method, p, context, tools, resolve)
+        audit = _merged_audit(shapes)
+        hit = _own_file(shapes, own) if own else None
+        if hit is not None:
+            return self._refused(method, f"names the proxy's own file {hit}", audit)
         if not rules:
             return Decision(method, "ask")
         picks = [self._pick(rules, s, c) for s, c in zip(shapes, contexts, strict=True)]
+        return self._choose(method, picks, shapes, p, audit)
+
+    def _choose(
+        self,
+        method: str,
+        picks: list[tuple[str, PermissionRule] | None],
+        shapes: list[_Facts],
+        params: Mapping[str, Any],
+        audit: Mapping[str, str],
+    ) -> Decision:
+        """The decision among the rules each shape picked: a deny wins wherever it
+        matches; else a request that cannot be decided on its fields fails closed;
+        else every shape must have matched (``ask`` otherwise), an ask wins over allow."""
         chosen = next((c for c in picks if c is not None and c[1].action == "deny"), None)
-        why: str | None = None
+        if chosen is None:
+            closed = self._fail_closed(method, shapes, audit)
+            if closed is not None:
+                return closed
+            if any(c is None for c in picks):
+                return Decision(method, "ask", facts=audit)
+            chosen = next((c for c in picks if c is not None and c[1].action == "ask"), picks[0])
+        assert chosen is not None
+        return self._by_rule(method, chosen[0], chosen[1], shapes, params, audit)
+
+    def _refused(self, method: str, reason: str, facts: Mapping[str, str]) -> Decision:
+        """A deny whatever the rules say (``forced``), with ``permissions.refuse_code``."""
+        return Decision(
+            method,
+            "deny",
+            error_code=self.config.refuse_code,
+            reason=reason,
+            facts=facts,
+            forced=True,
+        )
+
+    def _fail_closed(
+        self, method: str, shapes: list[_Facts], audit: Mapping[str, str]
+    ) -> Decision | None:
+        """No deny rule matched, but the request cannot be decided on its fields:
+        refused (a request other than request_permission, or one the SDKs read
+        differently) or asked; ``None`` when it can be decided."""
         refuse = method != _REQUEST_PERMISSION
         disagreement = next((s.disagreement for s in shapes if s.disagreement), None)
         if disagreement is not None:
@@ -485,24 +498,24 @@ class Policy:
             why = UNREADABLE_REASON  # too large to read: refused, or asked (never allowed)
         elif self._reads_location[method] and any(shape.unresolved for shape in shapes):
             why = UNRESOLVED_REASON
-        if chosen is None and why is not None:
-            reason = f"{why}: fail closed"
-            if refuse:
-                return Decision(
-                    method,
-                    "deny",
-                    error_code=self.config.refuse_code,
-                    reason=reason,
-                    facts=audit,
-                    forced=True,
-                )
-            return Decision(method, "ask", reason=f"{why}: asked", facts=audit, forced=True)
-        if chosen is None:
-            if any(c is None for c in picks):
-                return Decision(method, "ask", facts=audit)
-            chosen = next((c for c in picks if c is not None and c[1].action == "ask"), picks[0])
-        assert chosen is not None
-        label, rule = chosen
+        else:
+            return None
+        if refuse:
+            return self._refused(method, f"{why}: fail closed", audit)
+        return Decision(method, "ask", reason=f"{why}: asked", facts=audit, forced=True)
+
+    def _by_rule(
+        self,
+        method: str,
+        label: str,
+        rule: PermissionRule,
+        shapes: list[_Facts],
+        params: Mapping[str, Any],
+        audit: Mapping[str, str],
+    ) -> Decision:
+        """What the chosen rule decides: its action; for a request_permission the
+        option to answer with (asked when none fits, or the tool call's kind is unknown
+        while a deny rule reads ``tool_kind``)."""
         base = Decision(
             method, rule.action, label, rule.action, reason=f"rule {label}", facts=audit
         )
@@ -523,7 +536,7 @@ class Policy:
                 reason=f"rule {label}: the tool call's kind is unknown and a deny rule "
                 "reads tool_kind: asked",
             )
-        picked = choose_option(p.get("options"), rule.options)
+        picked = choose_option(params.get("options"), rule.options)
         if picked is None:
             wanted = " or ".join(rule.options)
             return attrs.evolve(
@@ -579,6 +592,47 @@ def choose_option(options: object, kinds: Sequence[str]) -> tuple[str, str] | No
             if kind == wanted and kind_of[oid] == kind:
                 return oid, kind
     return None
+
+
+def _read_shapes(
+    method: str,
+    params: Mapping[str, Any],
+    context: SessionContext,
+    tools: Mapping[str, Mapping[str, Any]] | None,
+    resolve: PathResolver | None,
+) -> tuple[list[_Facts], list[SessionContext]]:
+    """Every shape of a request the rules read, each with the context it is read in:
+    as given, then (with ``resolve``) every shape whose places resolve elsewhere,
+    read against the roots as given and resolved."""
+    if method == _REQUEST_PERMISSION:
+        shapes = _shapes(params, context, tools)
+    else:
+        shapes = [_facts(method, params, context)]
+    contexts = [context] * len(shapes)
+    if resolve is not None:
+        extra = [r for r in (_resolved(shape, resolve) for shape in shapes) if r is not None]
+        if extra:
+            shapes += extra
+            contexts += [_resolved_context(context, resolve)] * len(extra)
+    return shapes, contexts
+
+
+def _merged_audit(shapes: list[_Facts]) -> dict[str, str]:
+    """The audit fields of every shape (the first shape's value of a key wins)."""
+    audit: dict[str, str] = {}
+    for shape in shapes:
+        for key, value in shape.audit.items():
+            audit.setdefault(key, value)
+    return audit
+
+
+def _own_file(shapes: list[_Facts], own: OwnFiles) -> str | None:
+    """The proxy's own file a shape names (a place, or in a command line), or ``None``."""
+    return own_file_hit(
+        (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
+        (x for s in shapes for x in (s.command, *s.commands) if x is not None),
+        own,
+    )
 
 
 # --- facts and matching --------------------------------------------------------
@@ -842,154 +896,128 @@ def _deny_path_glob(value: str | None, patterns: Sequence[str]) -> bool:
     )
 
 
-#: Programs whose ``-c`` argument is a script (its command lines are matched too).
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
-_MAX_DEPTH = 3
-#: Programs that run the argv after their options (``VAR=value`` and a duration too).
-_WRAPPERS = frozenset({"env", "exec", "nohup", "command", "builtin", "time", "nice", "timeout"})
-
-
-def _unique(items: Sequence[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(items))
-
-
-@functools.lru_cache(maxsize=256)
-def command_variants(line: str) -> tuple[str, ...]:
-    """The spellings of a command line deny rules read (advisory: see the README).
-
-    The line as is; every whitespace run (tab, newline, CR) as one space; and,
-    when it splits as a shell word list (:func:`shlex.split`), the variants of
-    that argv (:func:`_argv_variants`).
-    """
-    return _unique(_line_variants(line, 0))
-
-
-def _line_variants(line: str, depth: int) -> list[str]:
-    out = [line, " ".join(line.split())]
-    if depth < _MAX_DEPTH:
-        try:
-            argv = shlex.split(line)
-        except ValueError:
-            argv = []
-        if argv:
-            out += _argv_variants(argv, depth + 1)
-    return out
-
-
-def _argv_variants(argv: Sequence[str], depth: int) -> list[str]:
-    """An argv joined by single spaces (whitespace runs folded); again with the
-    executable's directory stripped (``/usr/bin/sudo`` -> ``sudo``); and every
-    argument of a ``sh -c`` / ``bash -c`` (any ``-...c...`` option), as a line."""
-    words = [" ".join(a.split()) for a in argv]
-    out = [" ".join(argv), " ".join(words)]
-    name = posixpath.basename(words[0]) if words else ""
-    if name and name != words[0]:
-        out.append(" ".join([name, *words[1:]]))
-    if depth < _MAX_DEPTH and name in _SHELLS:
-        flags = [a for a in argv[1:] if a.startswith("-") and not a.startswith("--")]
-        if any("c" in a[1:] for a in flags):
-            for arg in argv[1:]:
-                if not arg.startswith("-"):
-                    out += _line_variants(arg, depth + 1)
-    if depth < _MAX_DEPTH and name in _WRAPPERS:
-        # env FOO=1 sudo ls, exec bash -c ..., timeout 5 curl ...: the wrapped argv too
-        rest = list(argv[1:])
-        while rest and (rest[0].startswith("-") or "=" in rest[0] or rest[0][:1].isdigit()):
-            rest.pop(0)
-        if rest:
-            out += _argv_variants(rest, depth + 1)
-    return out
-
-
-def _raw_value(value: object) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return " ".join(value)
-    return None
-
-
-def _raw_variants(raw: object, line: str) -> tuple[str, ...]:
-    """The spellings deny rules read of a ``rawInput`` value: an argv array (Codex:
-    ``["/bin/bash", "-lc", "sudo ls"]``) as an argv, its ``-c`` script a command line
-    of its own (never joined and re-split), then the joined line's spellings."""
-    if isinstance(raw, list):
-        return _unique((*_argv_variants(raw, 0), *command_variants(line)))
-    return command_variants(line)
-
-
 def _matches(rule: PermissionRule, facts: _Facts, context: SessionContext) -> bool:
-    """Every matcher the rule gives matches (AND).
+    """Every matcher the rule gives matches (AND; :data:`_MATCHERS`).
 
     A deny rule's globs also match case-folded, and its ``command`` (and any
     ``raw_input`` value) is read in every spelling :func:`command_variants`
     gives; allow and ask rules match exactly (fail closed).
     """
     deny = rule.action == "deny"
-    glob = _deny_glob if deny else _glob
-    if rule.session is not None and not glob(context.session_id, rule.session):
-        return False
-    if rule.child is not None and rule.child != context.child:
-        return False
-    if rule.parent is not None and not (context.child and glob(context.parent_id, rule.parent)):
-        return False
-    tool = facts.tool
-    for key, patterns in (
-        ("name", rule.tool_name),
-        ("kind", rule.tool_kind),
-        ("title", rule.tool_title),
-    ):
-        if patterns is not None and (tool is None or not glob(_str(tool.get(key)), patterns)):
-            return False
-    if rule.raw_input is not None:
-        raw = tool.get("rawInput") if tool is not None else None
-        if not isinstance(raw, dict):
-            return False
-        for key, patterns in rule.raw_input.items():
-            value = _raw_value(raw.get(key))
-            if not deny:
-                if not _glob(value, patterns):
-                    return False
-            elif value is None or not any(
-                _deny_glob(v, patterns) for v in _raw_variants(raw.get(key), value)
-            ):
-                return False
-    if rule.command is not None:
-        if not deny:
-            if not _glob(facts.command, rule.command):
-                return False
-        elif facts.command is None or not any(
-            _deny_glob(v, rule.command) for v in (facts.command, *facts.commands)
-        ):
-            return False
-    place = _deny_path_glob if deny else _glob
-    if rule.cwd is not None and not place(facts.cwd, rule.cwd):
-        return False
-    if rule.path is not None:
-        if facts.tool is not None:  # a tool call: its locations and diff paths
-            hits = [place(p, rule.path) for p in facts.paths]
-            if not (any(hits) if deny else hits and all(hits)):
-                return False
-        elif not place(facts.path, rule.path):
-            return False
-    if rule.inside_workspace is not None:
-        if not facts.has_location:
-            return False  # nothing to place: a tool_call subject, no path at all
-        located = facts.path if rule.method.startswith("fs/") else facts.cwd
-        inside = context.workspace.contains(located)
-        alt = platform_path(located) if deny and located is not None else None
-        if deny and rule.inside_workspace:
-            inside = (
-                inside
-                or context.workspace.contains(located, fold=True)
-                or context.workspace.contains(alt)
-                or context.workspace.contains(alt, fold=True)
-            )
-        elif deny:  # denied outside: outside if either spelling is
-            inside = inside and context.workspace.contains(alt)
-        if inside != rule.inside_workspace:
+    for field, matcher in _MATCHERS:
+        if getattr(rule, field) is not None and not matcher(rule, facts, context, deny):
             return False
     return True
+
+
+# Each matcher is called only when its rule field is given (not ``None``);
+# ``deny``: the rule is a deny rule.
+
+
+def _match_session(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.session is not None
+    return (_deny_glob if deny else _glob)(ctx.session_id, rule.session)
+
+
+def _match_child(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    return rule.child == ctx.child
+
+
+def _match_parent(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.parent is not None
+    return ctx.child and (_deny_glob if deny else _glob)(ctx.parent_id, rule.parent)
+
+
+def _tool_matcher(key: str, field: str) -> _Matcher:
+    """The matcher of rule ``field`` (``tool_name``...) on the tool call's ``key``."""
+
+    def match(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+        tool = facts.tool
+        glob = _deny_glob if deny else _glob
+        return tool is not None and glob(_str(tool.get(key)), getattr(rule, field))
+
+    return match
+
+
+def _match_raw_input(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.raw_input is not None
+    raw = facts.tool.get("rawInput") if facts.tool is not None else None
+    if not isinstance(raw, dict):
+        return False
+    for key, patterns in rule.raw_input.items():
+        value = _raw_value(raw.get(key))
+        if not deny:
+            if not _glob(value, patterns):
+                return False
+        elif value is None or not any(
+            _deny_glob(v, patterns) for v in _raw_variants(raw.get(key), value)
+        ):
+            return False
+    return True
+
+
+def _match_command(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.command is not None
+    if not deny:
+        return _glob(facts.command, rule.command)
+    return facts.command is not None and any(
+        _deny_glob(v, rule.command) for v in (facts.command, *facts.commands)
+    )
+
+
+def _match_cwd(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.cwd is not None
+    return (_deny_path_glob if deny else _glob)(facts.cwd, rule.cwd)
+
+
+def _match_path(rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool) -> bool:
+    assert rule.path is not None
+    place = _deny_path_glob if deny else _glob
+    if facts.tool is None:
+        return place(facts.path, rule.path)
+    # a tool call: its locations and diff paths (deny: any of them; else all, and some)
+    hits = [place(p, rule.path) for p in facts.paths]
+    return any(hits) if deny else bool(hits) and all(hits)
+
+
+def _match_inside_workspace(
+    rule: PermissionRule, facts: _Facts, ctx: SessionContext, deny: bool
+) -> bool:
+    if not facts.has_location:
+        return False  # nothing to place: a tool_call subject, no path at all
+    located = facts.path if rule.method.startswith("fs/") else facts.cwd
+    ws = ctx.workspace
+    inside = ws.contains(located)
+    alt = platform_path(located) if deny and located is not None else None
+    if deny and rule.inside_workspace:
+        inside = (
+            inside
+            or ws.contains(located, fold=True)
+            or ws.contains(alt)
+            or ws.contains(alt, fold=True)
+        )
+    elif deny:  # denied outside: outside if either spelling is
+        inside = inside and ws.contains(alt)
+    return inside == rule.inside_workspace
+
+
+_Matcher = Callable[[PermissionRule, _Facts, SessionContext, bool], bool]
+
+#: Rule field -> its matcher; a rule matches when every matcher of a field it
+#: gives matches (pure functions: the order only saves work).
+_MATCHERS: tuple[tuple[str, _Matcher], ...] = (
+    ("session", _match_session),
+    ("child", _match_child),
+    ("parent", _match_parent),
+    ("tool_name", _tool_matcher("name", "tool_name")),
+    ("tool_kind", _tool_matcher("kind", "tool_kind")),
+    ("tool_title", _tool_matcher("title", "tool_title")),
+    ("raw_input", _match_raw_input),
+    ("command", _match_command),
+    ("cwd", _match_cwd),
+    ("path", _match_path),
+    ("inside_workspace", _match_inside_workspace),
+)
 
 
 # --- answers -------------------------------------------------------------------

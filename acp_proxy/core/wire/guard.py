@@ -72,6 +72,30 @@ import json
 import re
 from typing import Any
 
+from acp_proxy.core.wire.keys import CAPABILITY_KEYS as _CAPABILITY_KEYS
+from acp_proxy.core.wire.keys import DECISION_KEYS as _DECISION_KEYS
+from acp_proxy.core.wire.keys import DECISION_LITERALS as _DECISION_LITERALS
+from acp_proxy.core.wire.keys import (
+    GOVERNED_META_PARAMS,
+    META_SESSION_PARAMS,
+    META_UPDATE_PARAMS,
+    SNAKE_PARAMS_KEY,
+    SNAKE_PARAMS_KEYS,
+    SNAKE_UPDATE_KEYS,
+)
+from acp_proxy.core.wire.keys import GOVERNED_SNAKE as _GOVERNED_SNAKE
+from acp_proxy.core.wire.keys import PARAMS_VALUES as _PARAMS_VALUES
+from acp_proxy.core.wire.keys import TOP_VALUES as _TOP_VALUES
+from acp_proxy.core.wire.keys import UPDATE_VALUES as _UPDATE_VALUES
+from acp_proxy.core.wire.reasons import (
+    GOVERNED_META_REASON,
+    GOVERNED_SNAKE_REASON,
+    META_REASON,
+    SNAKE_CASE_REASON,
+    SURROGATE_REASON,
+)
+from acp_proxy.core.wire.utf8 import strict_text
+
 __all__ = [
     "META_REASON",
     "SNAKE_CASE_REASON",
@@ -87,10 +111,8 @@ __all__ = [
     "maybe_duplicated",
     "meta_decision_key",
     "misread",
-    "nested_deeper_than",
     "snake_case",
     "strict_loads",
-    "strict_text",
 ]
 
 
@@ -118,20 +140,6 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
-
-
-def strict_text(raw: bytes) -> str:
-    """``raw`` decoded as strict UTF-8.
-
-    ``json.loads(bytes)`` would decode with ``surrogatepass`` (reading the
-    encoded surrogate ``\\xed\\xa0\\x80`` as U+D800, where a JavaScript
-    ``TextDecoder`` reads three U+FFFD), detect UTF-16/32 and accept a BOM:
-    the proxy reads only strict UTF-8, so no peer can read other characters.
-
-    Raises:
-        ValueError: (``UnicodeDecodeError``) when ``raw`` is not strict UTF-8.
-    """
-    return raw.decode("utf-8")
 
 
 def strict_loads(raw: bytes) -> Any:
@@ -163,47 +171,6 @@ def exact_body(raw: bytes) -> Any:
         RecursionError: if it nests too deeply.
     """
     return json.loads(strict_text(raw), parse_constant=_reject_constant)
-
-
-# Keys the proxy makes decisions on. A frame in which one of these literals
-# occurs twice, or which contains a \u escape (a key could hide behind it),
-# is re-parsed with duplicate detection.
-_DECISION_LITERALS = (
-    b'"method"',
-    b'"id"',
-    b'"params"',
-    b'"jsonrpc"',
-    b'"result"',
-    b'"error"',
-    b'"sessionId"',
-    b'"update"',
-    b'"sessionUpdate"',
-    b'"state"',
-    b'"capabilities"',
-    b'"senderSessionId"',
-    b'"recipientSessionId"',
-    b'"_meta"',
-    b'"cancel"',
-)
-
-# Decision keys per level: top-level object, ``params``, ``params.update``.
-_DECISION_KEYS = (
-    frozenset({"jsonrpc", "method", "id", "params", "result", "error"}),
-    frozenset({"sessionId", "update", "_meta"}),
-    frozenset(
-        {
-            "sessionUpdate",
-            "sessionId",
-            "state",
-            "capabilities",
-            "senderSessionId",
-            "recipientSessionId",
-            "_meta",
-        }
-    ),
-)
-# ``update.capabilities`` grants: its keys decide too (``cancel``).
-_CAPABILITY_KEYS = frozenset({"cancel", "_meta"})
 
 
 # One pass finds every occurrence of every literal. In JSON that msgspec has
@@ -249,34 +216,6 @@ def ambiguous(body: dict[str, Any]) -> bool:
     return False
 
 
-# snake_case spellings that pydantic peers (populate_by_name) read as decision
-# keys: in ``params`` and in ``params.update`` (``field_meta`` is ``_meta``).
-SNAKE_PARAMS_KEY = "session_id"
-SNAKE_PARAMS_KEYS = frozenset({"session_id", "field_meta"})
-SNAKE_UPDATE_KEYS = frozenset(
-    {"session_update", "session_id", "sender_session_id", "recipient_session_id", "field_meta"}
-)
-SNAKE_CASE_REASON = "snake_case spelling of a decision key (session_id, session_update, ...)"
-META_REASON = (
-    "params._meta names a parameter the proxy decides on (session_id, or update of "
-    "session/update): the Python SDK passes it to the handler in place of the field"
-)
-SURROGATE_REASON = "lone surrogate escape in a decision value (method, sessionId, ...)"
-
-#: ``params._meta`` keys the Python SDK router hands a handler as a parameter the
-#: proxy's decision reads (the session id; for ``session/update`` also the update).
-#: The router builds the handler's keyword arguments from the model's Python
-#: field names, then ``kwargs.update(_meta)`` and ``handler(**kwargs)``: only a
-#: key *equal* to a field's Python name replaces that parameter. Every other key
-#: (``sessionId``, ``SESSION_ID``, ``field_meta``, ``session_update``, vendor
-#: keys such as ``openhands.dev/metrics`` or ``zed.dev/...``) lands in the
-#: handler's ``**kwargs``: content, never a decision key.
-META_SESSION_PARAMS = frozenset({"session_id"})
-#: :data:`META_SESSION_PARAMS` of ``session/update`` (``SessionNotification``:
-#: ``session_id``, ``update``): ``_meta.update`` replaces the update the client reads.
-META_UPDATE_PARAMS = frozenset({"session_id", "update"})
-
-
 def meta_decision_key(method: str, key: str) -> bool:
     """True when the decoded ``params._meta`` key ``key`` of ``method`` is a decision key.
 
@@ -320,36 +259,6 @@ def misread(method: str, params: dict[str, Any]) -> str | None:
 
 
 # --- governed agent->client requests (the permission rules read them) -------------
-
-#: ``params._meta`` keys of each governed request that the Python SDK router hands
-#: the client's handler in place of a field the permission rules read (exact
-#: Python parameter names of the method's model, as :data:`META_SESSION_PARAMS`):
-#: ``_meta.path`` replaces the ``path`` of ``fs/write_text_file``,
-#: ``_meta.tool_call`` the ``tool_call`` of ``session/request_permission``.
-#: ``subject`` is the v2 field (not in SDK 0.12.1's model; fail closed for the
-#: SDK version that has it). Fields no rule reads (``line``, ``limit``,
-#: ``content``, ``env``, ``output_byte_limit``) and fields of the tool call (the
-#: router spreads ``_meta`` over the params only) are not listed.
-GOVERNED_META_PARAMS: dict[str, frozenset[str]] = {
-    "session/request_permission": frozenset({"session_id", "tool_call", "options", "subject"}),
-    "fs/read_text_file": frozenset({"session_id", "path"}),
-    "fs/write_text_file": frozenset({"session_id", "path"}),
-    "terminal/create": frozenset({"session_id", "command", "args", "cwd"}),
-}
-#: Multi-word fields of governed requests whose snake_case spelling pydantic peers
-#: (``populate_by_name``) accept as the camelCase key, compared without underscores.
-_GOVERNED_SNAKE = frozenset(
-    {"toolcall", "toolcallid", "rawinput", "rawoutput", "optionid", "outputbytelimit"}
-)
-GOVERNED_META_REASON = (
-    "params._meta names a field of this governed request the rules read (path, cwd, "
-    "command, args, tool_call, options, subject): the Python SDK passes it to the "
-    "handler in place of the field"
-)
-GOVERNED_SNAKE_REASON = (
-    "snake_case spelling of a field of this governed request (tool_call, raw_input, "
-    "tool_call_id, option_id, ...): pydantic peers read it as the camelCase field"
-)
 
 
 def _snake_alias(obj: object) -> bool:
@@ -420,11 +329,6 @@ def _surrogate_in(obj: Any, keys: tuple[str, ...]) -> bool:
     return False
 
 
-_TOP_VALUES = ("method",)
-_PARAMS_VALUES = ("sessionId",)
-_UPDATE_VALUES = ("sessionUpdate", "sessionId", "senderSessionId", "recipientSessionId")
-
-
 def lone_surrogate_at_decision_level(body: Any) -> bool:
     """True when a decision value holds a lone surrogate (from a ``\\ud800`` escape).
 
@@ -446,26 +350,6 @@ def lone_surrogate_at_decision_level(body: Any) -> bool:
     return _surrogate_in(params, _PARAMS_VALUES) or _surrogate_in(
         params.get("update"), _UPDATE_VALUES
     )
-
-
-def nested_deeper_than(value: Any, limit: int) -> bool:
-    """True when the decoded JSON ``value`` nests objects/arrays more than ``limit`` deep.
-
-    Iterative (never exhausts the stack); stops as soon as the limit is passed.
-    """
-    stack = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, dict):
-            children: Any = v.values()
-        elif isinstance(v, list):
-            children = v
-        else:
-            continue
-        if depth >= limit:
-            return True
-        stack.extend((c, depth + 1) for c in children)
-    return False
 
 
 def has_any_dups(value: Any) -> bool:

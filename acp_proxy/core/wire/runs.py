@@ -30,8 +30,7 @@ from typing import Any
 
 import msgspec
 
-from acp_proxy.core.wire.guard import nested_deeper_than
-from acp_proxy.core.wire.jsonrpc import MAX_NESTING_DEPTH
+from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than
 
 __all__ = ["Envelope", "EnvelopeParams", "envelope_run", "plain_run", "update_kind"]
 

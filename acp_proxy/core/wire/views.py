@@ -26,12 +26,21 @@ that cannot be checked for decision keys and makes the frame ambiguous.
 
 from __future__ import annotations
 
-import codecs
 import re
 from typing import Any
 
 import msgspec
 from msgspec import Raw
+
+from acp_proxy.core.wire.keys import CAPABILITY_KEYS as _CAPABILITY_KEYS
+from acp_proxy.core.wire.keys import VIEW_ERROR as _ERROR
+from acp_proxy.core.wire.keys import VIEW_FIELDS as _FIELDS
+from acp_proxy.core.wire.keys import VIEW_PARAMS as _PARAMS
+from acp_proxy.core.wire.keys import VIEW_REF_LISTS as _REF_LISTS
+from acp_proxy.core.wire.keys import VIEW_RESULT as _RESULT
+from acp_proxy.core.wire.keys import VIEW_TOP as _TOP
+from acp_proxy.core.wire.keys import VIEW_UPDATE as _UPDATE
+from acp_proxy.core.wire.reasons import DUPLICATE_REASON, oversize_meta_reason
 
 __all__ = [
     "FIELD_BYTES",
@@ -41,8 +50,6 @@ __all__ = [
     "VIEW_KEY",
     "TooDense",
     "decode_view",
-    "nesting_exceeds",
-    "strict_utf8",
     "too_dense",
 ]
 
@@ -71,54 +78,21 @@ MAX_VIEW_DEPTH = 3
 DECODE_BUDGET = 1024 * 1024
 #: Longest value (bytes) decoded into a registry field; see the module doc.
 FIELD_BYTES = 256 * 1024
-_CHUNK = 1 << 20
 _NONE = Raw()
 
-OVERSIZE_META_REASON = (
-    f"params._meta over {FIELD_BYTES} bytes in a large message: too large to check for "
-    "decision keys"
-)
+OVERSIZE_META_REASON = oversize_meta_reason(FIELD_BYTES)
 
 
 class TooDense(ValueError):
     """A decision level holds more members than one per ``min_bytes_per_value`` bytes."""
 
 
-#: Why a view is ambiguous: a decision key occurs twice in one decision level.
-DUPLICATE_REASON = (
-    "a decision key occurs twice in one object (first-wins and last-wins readers differ)"
-)
 #: Every spelling of the key ``id`` in JSON text (``i`` and ``d`` escaped or not; their
 #: hex digits have no letters): a frame with one match at most has at most one top-level id.
 ID_KEY = re.compile(rb'"(?:i|\\u0069)(?:d|\\u0064)"')
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 #: A JSON string (escapes included) or one structural character (also used by jsonscan).
 TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]', re.DOTALL)
-_NESTING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]', re.DOTALL)
-
-
-def nesting_exceeds(raw: bytes, limit: int) -> bool:
-    """True when objects and arrays in ``raw`` open more than ``limit`` deep.
-
-    A function of the bytes alone, valid JSON or not: the running count of
-    ``{`` / ``[`` minus ``}`` / ``]`` outside strings. For valid JSON it is the
-    nesting of the decoded value. One pass over the brackets and strings (a
-    regular expression skips each string); only frames that failed to decode
-    are scanned this way, so that a frame too deep for the decoders and one
-    that is deep *and* invalid get the same verdict at any stack depth.
-    """
-    if len(raw) < 2 * (limit + 1):
-        return False  # each level costs two bytes at least
-    depth = 0
-    for tok in _NESTING.finditer(raw):
-        c = tok.group()
-        if c == b"{" or c == b"[":
-            depth += 1
-            if depth > limit:
-                return True
-        elif c == b"}" or c == b"]":
-            depth -= 1
-    return False
 
 
 def _level_dups(data: bytes, keys: frozenset[str]) -> bool:
@@ -160,46 +134,6 @@ class _Ref(msgspec.Struct, forbid_unknown_fields=False):
 _ENCODE = msgspec.json.Encoder().encode
 _REFS = msgspec.json.Decoder(list[_Ref])
 _ANY = msgspec.json.Decoder()
-_TOP = frozenset({"jsonrpc", "id", "method", "params", "result", "error", "_meta"})
-_PARAMS = frozenset(
-    {
-        "sessionId",
-        "update",
-        "_meta",
-        "field_meta",
-        "session_id",
-        "requestId",
-        "clientCapabilities",
-        "protocolVersion",
-        "method",  # proxy/successor envelopes wrap a method and its params
-        "params",
-    }
-)
-_UPDATE = frozenset(
-    {
-        "sessionUpdate",
-        "sessionId",
-        "senderSessionId",
-        "recipientSessionId",
-        "messageId",
-        "title",
-        "description",
-        "capabilities",
-        "state",
-        "cwd",
-        "additionalDirectories",
-        "_meta",
-        "content",
-        "background",
-        "session_update",
-        "session_id",
-        "sender_session_id",
-        "recipient_session_id",
-        "field_meta",
-    }
-)
-_RESULT = frozenset({"sessionId", "protocolVersion"})
-_ERROR = frozenset({"code", "message"})
 _NESTED = {"params": _PARAMS, "update": _UPDATE, "result": _RESULT, "error": _ERROR}
 
 
@@ -217,26 +151,8 @@ _MEMBERS = msgspec.json.Decoder(dict[str, Raw])
 #: member (a member read costs ~150 bytes: the level's memory stays under 2x).
 BYTES_PER_MEMBER = 75
 _LEVEL_LITERALS = {keys: tuple(f'"{k}"'.encode() for k in sorted(keys)) for keys in _STRUCTS}
-# Registry fields: decoded up to FIELD_BYTES, else a stand-in.
-_FIELDS = frozenset(
-    {"title", "description", "capabilities", "state", "cwd", "additionalDirectories"}
-)
-_REF_LISTS = frozenset({"content", "background"})
 #: Most ``sessionId`` members read from one long content / background list.
 MAX_REFS = 1_000
-
-
-def strict_utf8(raw: bytes) -> bool:
-    """True when ``raw`` is strict UTF-8 (checked in 1 MiB steps: constant memory)."""
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    view = memoryview(raw)
-    try:
-        for start in range(0, len(raw), _CHUNK):
-            decoder.decode(view[start : start + _CHUNK])
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 #: Stands in for a decision value too large to read (a container over 1 KiB where a
@@ -435,9 +351,6 @@ def _plain(raw: bytes) -> bool:
 
 
 _LITERALS = tuple(f'"{k}"'.encode() for k in sorted(_TOP | _PARAMS | _UPDATE | {"cancel"}))
-
-
-_CAPABILITY_KEYS = frozenset({"cancel", "_meta"})
 
 
 def decode_view(raw: bytes, min_bytes_per_value: int = 48) -> tuple[Any, str | None]:

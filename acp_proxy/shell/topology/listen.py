@@ -55,6 +55,7 @@ from acp_proxy.shell.topology.connect import (
     remote_agent_relay,
 )
 from acp_proxy.shell.topology.principals import Authenticator, read_tokens_file, token_note
+from acp_proxy.shell.topology.queue_share import QueueShare
 from acp_proxy.shell.topology.stdio import agent_relay
 from acp_proxy.shell.topology.ws_upgrade import (
     StartupError,
@@ -383,6 +384,8 @@ class _Listener:
         self.stopping = False
         self._ids = itertools.count(1)
         self._transports: set[WebSocketTransport] = set()
+        #: the queue bound the open connections' relays share (issue 29)
+        self.queues = QueueShare()
         self._idle = trio.Event()
         self._idle.set()
 
@@ -511,6 +514,7 @@ class _Listener:
     ) -> RelayResult:
         """Runs ``relay`` with the client's keepalive and ``tasks``; reloads apply to it."""
         self._transports.add(client)
+        self.queues.add(relay)
         try:
             async with trio.open_nursery() as nursery:
                 if self.stopping:
@@ -526,6 +530,7 @@ class _Listener:
                 nursery.cancel_scope.cancel()
         finally:
             self._transports.discard(client)
+            self.queues.discard(relay)
         return result
 
     @staticmethod

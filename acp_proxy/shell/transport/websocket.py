@@ -39,7 +39,7 @@ from trio_websocket import (
 from acp_proxy.core.actions import Audit, AuditEvent, Peer
 from acp_proxy.core.wire.framing import Oversize
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
-from acp_proxy.shell.transport.ws_bytes import wrap_client_stream
+from acp_proxy.shell.transport.ws_bytes import ByteCountingConnection, wrap_client_stream
 
 if TYPE_CHECKING:
     from acp_proxy.shell.relay import AuditSink
@@ -177,16 +177,29 @@ class WebSocketTransport(FrameTransport):
             Closed: the connection is closed or closing.
         """
         for frame in frames:
-            # A forwarded run holds several messages joined by newlines (see Send).
-            for message in frame.split(b"\n") if b"\n" in frame else (frame,):
-                await self._send_one(message)
+            # A forwarded run holds several messages joined by newlines (see Send);
+            # each is decoded from a view of the run, one at a time: a run is not
+            # copied whole (a copy of every queued run would double the queue).
+            end = frame.find(b"\n")
+            if end < 0:
+                await self._send_one(frame)
+                continue
+            view = memoryview(frame)
+            start = 0
+            while end >= 0:
+                await self._send_one(view[start:end])
+                start = end + 1
+                end = frame.find(b"\n", start)
+            await self._send_one(view[start:])
 
-    async def _send_one(self, message: bytes) -> None:
+    async def _send_one(self, message: bytes | memoryview) -> None:
         # Frames the core forwards are JSON, hence UTF-8; "replace" only
         # guards the text-frame rule against a bug elsewhere.
-        text = message.decode("utf-8", "replace")
         try:
-            await self.ws.send_message(text)
+            if isinstance(self.ws, ByteCountingConnection):  # fragments a long message
+                await self.ws.send_text(message)
+            else:
+                await self.ws.send_message(str(message, "utf-8", "replace"))
         except ConnectionClosed as exc:
             raise Closed(f"{self.name}: send failed, {describe_close(exc.reason)}") from exc
 

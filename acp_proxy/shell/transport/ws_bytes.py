@@ -14,6 +14,12 @@ in bytes closes with 1009 as soon as the limit is passed:
 - :func:`wrap_client_stream`: trio-websocket's function of that name, making a
   :class:`ByteCountingConnection`.
 
+:meth:`ByteCountingConnection.send_text` sends a message of more than
+:data:`FRAGMENT_BYTES` as fragments (RFC 6455 section 5.4; every peer
+reassembles them into the same message): trio-websocket and wsproto make a
+``str``, its UTF-8 encoding and the framed copy of the whole message, which
+for a 31 MiB message the agent wrote took the proxy to 222 MiB (issue 29).
+
 Nothing here changes trio-websocket itself: other connections in the process
 (a test's peer, a library's) keep counting characters.
 
@@ -29,11 +35,14 @@ a ``max_message_size`` in bytes would make this module unnecessary.
 from __future__ import annotations
 
 import trio
-from trio_websocket import WebSocketConnection, WebSocketServer
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketServer
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
-__all__ = ["ByteCountingConnection", "ByteCountingServer", "wrap_client_stream"]
+__all__ = ["FRAGMENT_BYTES", "ByteCountingConnection", "ByteCountingServer", "wrap_client_stream"]
+
+#: a text message longer than this (UTF-8 bytes) is sent in fragments of at most this size
+FRAGMENT_BYTES = 64 * 1024
 
 
 class ByteCountingConnection(WebSocketConnection):
@@ -50,6 +59,35 @@ class ByteCountingConnection(WebSocketConnection):
         if isinstance(data, str) and not data.isascii():
             self._message_size += len(data.encode("utf-8")) - len(data)
         await super()._handle_message_event(event)
+
+    async def send_text(self, data: bytes | memoryview) -> None:
+        """Sends ``data`` (UTF-8 JSON) as one text message, in fragments of at most
+        :data:`FRAGMENT_BYTES` bytes cut between characters.
+
+        Invalid UTF-8 (a bug elsewhere: the core forwards JSON) is replaced
+        with U+FFFD, as a whole message would be. Control frames (a ping, a
+        pong) may go between the fragments; no other message does, as long as
+        one task sends the messages (the relay's writer).
+
+        Raises:
+            ConnectionClosed: the connection is closed or closing.
+        """
+        view = memoryview(data)
+        size = len(view)
+        start = 0
+        while True:
+            if self._close_reason:
+                raise ConnectionClosed(self._close_reason)
+            end = min(size, start + FRAGMENT_BYTES)
+            for _ in range(3):  # back to the first byte of a character (at most 4 bytes long)
+                if end < size and view[end] & 0xC0 == 0x80:
+                    end -= 1
+            last = end >= size
+            text = str(view[start:end], "utf-8", "replace")
+            await self._send(TextMessage(data=text, message_finished=last))
+            if last:
+                return
+            start = end
 
 
 class ByteCountingServer(WebSocketServer):

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.corekit import enc
 
-from acp_proxy.core.wire.jsonrpc import Kind, canonical, dumps, error_frame, parse
+from acp_proxy.core.wire.decode import decode
+from acp_proxy.core.wire.jsonrpc import Kind, Verdict, canonical, dumps, error_frame, parse
 
 
 def test_request() -> None:
@@ -406,7 +407,9 @@ _json_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_si
 def test_compact_frames_with_a_repeated_decision_key_are_always_ambiguous(
     key: str, first: Any, second: Any, level: str
 ) -> None:
-    """The compact-encoding shortcut never hides a repeated decision key, at any level."""
+    """The compact-encoding shortcut never hides a repeated decision key, at any level:
+    the decoders report it, and the frame is refused (ambiguous, or invalid or a bad
+    session id when it is that too: those rows come first)."""
     inner = json.dumps({key: first}, separators=(",", ":"))[1:-1]
     again = json.dumps({key: second}, separators=(",", ":"))[1:-1]
     members = f"{inner},{again}"
@@ -428,7 +431,9 @@ def test_compact_frames_with_a_repeated_decision_key_are_always_ambiguous(
             '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s",'
             '"update":{"sessionUpdate":"x",' + members + "}}}"
         )
-    assert parse(text.encode()).ambiguous
+    raw = text.encode()
+    assert decode(raw, len(raw), 48, 512).repeated is not None
+    assert parse(raw).verdict in (Verdict.AMBIGUOUS, Verdict.BAD_SESSION_ID, Verdict.INVALID)
 
 
 @given(
