@@ -37,6 +37,7 @@ import trio
 
 from acp_proxy.shell.spawn import EarlyStart, spawn
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
+from acp_proxy.shell.transport.pipes import widen_pipe
 
 __all__ = [
     "STDERR_TAIL_BYTES",
@@ -168,6 +169,8 @@ class AgentChild:
         self.stdin = trio.lowlevel.FdStream(os.dup(popen.stdin.fileno()))
         self.stdout = trio.lowlevel.FdStream(os.dup(popen.stdout.fileno()))
         self.stderr = trio.lowlevel.FdStream(os.dup(popen.stderr.fileno()))
+        widen_pipe(self.stdout.fileno())  # fewer, larger reads (issue 29)
+        widen_pipe(self.stdin.fileno())
         popen.stdin.close()
         popen.stdout.close()
         popen.stderr.close()
