@@ -1,7 +1,8 @@
 """Benchmark: the proxy's cost, measured against baselines in the same run.
 
-``python -m benchmarks [--quick | --preset NAME] [--profile FILE]``
-(``python -m benchmarks startup [RUNS]``: the start-up figures only)
+``python -m benchmarks [throughput] [--quick | --preset NAME] [--profile FILE]``
+(``python -m benchmarks startup [RUNS]``: the start-up figures only; ``throughput``:
+the stream and mixed-turn ratios only)
 
 Every throughput workload is run, from one process of this module, three ways:
 
@@ -87,7 +88,7 @@ from benchmarks.sandbox_startup import sandbox_startup
 from benchmarks.sizes import KIB, MIB, PRESETS, VARIANTS, BenchError, Sizes, mib
 from benchmarks.startup import main as startup_main
 from benchmarks.startup import startup_added
-from benchmarks.throughput import measure_stream, median_rate, mixed, throughput
+from benchmarks.throughput import measure_stream, median_rate, mixed, run_throughput, throughput
 from benchmarks.websocket import per_connection_kib, ws_available, ws_scaling
 from benchmarks.ws_isolation import ws_isolation
 from benchmarks.ws_memprobe import ws_batch_rss
@@ -293,6 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks",
         description="The proxy's cost against a direct pipe and a zero-inspection relay.",
     )
+    p.add_argument(
+        "part",
+        nargs="?",
+        choices=["all", "throughput"],
+        default="all",
+        help="'throughput': only the stream and mixed-turn ratios (default: all)",
+    )
     p.add_argument("--quick", action="store_true", help="smaller workloads (< 60 s)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="workload sizes (default: default)")
     p.add_argument(
@@ -307,6 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"# {msg}", file=sys.stderr, flush=True)
 
+    if args.part == "throughput":
+        res = run_throughput(sizes, log)
+        res["preset"] = preset
+        print(json.dumps(res, separators=(", ", ": ")), flush=True)
+        return 0
     profile_top: list[str] | None = None
     if args.profile:
         log("profile: proxy under cProfile on the ~1 KiB stream")

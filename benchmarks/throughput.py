@@ -10,7 +10,7 @@ from benchmarks import peer as _bench_peer
 from benchmarks.client import StreamResult, open_client, stream_params
 from benchmarks.sizes import VARIANTS, BenchError, Sizes
 
-__all__ = ["measure_stream", "median_rate", "mixed", "throughput"]
+__all__ = ["measure_stream", "median_rate", "mixed", "run_throughput", "throughput"]
 
 
 def measure_stream(
@@ -56,3 +56,30 @@ def mixed(sizes: Sizes) -> dict[str, Any]:
         "msgs_per_s": {v: statistics.median(rates[v]) for v in VARIANTS},
         "delivered": delivered,
     }
+
+
+def run_throughput(sizes: Sizes, log: Any = print) -> dict[str, Any]:
+    """Only the throughput ratios (``python -m benchmarks throughput``).
+
+    The ~1 KiB and ~200 B streams and the mixed turn through every variant,
+    with the proxy's CPU per message and the load average at start and end.
+    The keys are those of the full run's JSON line.
+    """
+    import os
+
+    res: dict[str, Any] = {"load_avg_1m": {"start": round(os.getloadavg()[0], 2)}}
+    for label, count, size in (("1k", sizes.n_1k, 1024), ("200b", sizes.n_200b, 200)):
+        log(f"throughput: ~{size} B stream")
+        runs = throughput(count, size, sizes)
+        rate = {v: round(median_rate(runs[v], count)) for v in VARIANTS}
+        res[f"throughput_{label}_msgs_per_s"] = rate
+        res[f"throughput_ratio_{label}_vs_relay"] = round(rate["proxy"] / rate["relay"], 3)
+        for v in ("relay", "proxy"):
+            cpu = statistics.median(r.cpu_s for r in runs[v]) / count * 1e6
+            res[f"cpu_us_per_msg_{label}_{v}"] = round(cpu, 2)
+    log("mixed turn")
+    res["mixed_turn"] = mixed(sizes)
+    mt = res["mixed_turn"]["msgs_per_s"]
+    res["mixed_turn"]["ratio_vs_relay"] = round(mt["proxy"] / mt["relay"], 3)
+    res["load_avg_1m"]["end"] = round(os.getloadavg()[0], 2)
+    return res

@@ -132,3 +132,23 @@ def test_percentile_is_nearest_rank() -> None:
     assert bench.percentile(values, 50) == 50.0
     assert bench.percentile(values, 99) == 99.0
     assert bench.percentile([3.0], 99) == 3.0
+
+
+def test_throughput_part_reports_only_the_ratios() -> None:
+    """``python -m benchmarks throughput``: the streams and the mixed turn, nothing else."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "throughput", "--preset", "smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("throughput_ratio_1k_vs_relay", "throughput_ratio_200b_vs_relay"):
+        assert res[key] > 0
+    assert res["mixed_turn"]["ratio_vs_relay"] > 0
+    assert res["mixed_turn"]["delivered"]["proxy"] < res["mixed_turn"]["delivered"]["relay"]
+    assert res["cpu_us_per_msg_1k_proxy"] >= 0
+    assert set(res["load_avg_1m"]) == {"start", "end"}
+    assert "peak_rss_mib" not in res

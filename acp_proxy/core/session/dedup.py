@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 __all__ = ["StateDedup"]
 
 Channel = tuple[str, str]
@@ -85,11 +87,32 @@ class StateDedup:
         return len(self._last)
 
 
+_encode = msgspec.json.encode
+
+
 def _json_equal(a: Any, b: Any) -> bool:
     """Equality of JSON values: ``1`` != ``true``, ``1`` == ``1.0``, key order ignored.
 
-    Iterative, so a state nested however deep never exhausts the stack.
+    Python's ``==`` is coarser (it also finds ``1 == True``), so values it finds
+    unequal are unequal; values it finds equal are equal as JSON when neither
+    holds a boolean (no ``true`` / ``false`` in their encodings; a string
+    spelling one only sends them to the exact walk). Both in C: a repeated
+    state report is recognized without a Python loop over it (issue 29).
     """
+    try:
+        if a != b:
+            return False
+        ea, eb = _encode(a), _encode(b)
+    except (RecursionError, msgspec.EncodeError, OverflowError, TypeError, ValueError):
+        return _json_walk(a, b)  # nested past C's recursion, or not encodable
+    if b"true" not in ea and b"false" not in ea and b"true" not in eb and b"false" not in eb:
+        return True
+    return _json_walk(a, b)
+
+
+def _json_walk(a: Any, b: Any) -> bool:
+    """:func:`_json_equal` value by value: iterative, so a state nested however deep never
+    exhausts the stack."""
     pairs = [(a, b)]
     while pairs:
         x, y = pairs.pop()

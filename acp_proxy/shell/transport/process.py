@@ -25,6 +25,7 @@ import array
 import contextlib
 import fcntl
 import logging
+import math
 import os
 import shlex
 import signal
@@ -37,6 +38,7 @@ import trio
 
 from acp_proxy.shell.spawn import EarlyStart, spawn
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
+from acp_proxy.shell.transport.pipes import widen_pipe
 
 __all__ = [
     "STDERR_TAIL_BYTES",
@@ -118,28 +120,66 @@ class _AgentOutput(trio.abc.ReceiveStream):
         await self._stream.aclose()
 
 
+#: how long a line the agent's stderr has begun waits for its newline before it is
+#: copied anyway (seconds)
+PARTIAL_LINE_SECONDS = 0.2
+#: the longest line held back for its newline (bytes); a longer one is copied as it comes
+PARTIAL_LINE_BYTES = 64 * 1024
+
+
 class _StderrRelay:
-    """Copies the agent's stderr to the proxy's (fd 2), keeping its last bytes."""
+    """Copies the agent's stderr to the proxy's (fd 2), keeping its last bytes.
+
+    It copies whole lines: the proxy's own log lines go to the same fd 2, and
+    a line of the agent's cut in two by a read would otherwise be interleaved
+    with one of them (the agent's text, a proxy line, then the agent's
+    newline). A begun line is held until its newline, at most
+    :data:`PARTIAL_LINE_SECONDS` and :data:`PARTIAL_LINE_BYTES`, and what is
+    left at the end of the stream is copied as it is.
+    """
 
     def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self.output = _AgentOutput(stream)
         self.tail = bytearray()
         self.done = trio.Event()
         self._broken = False
+        self._begun = bytearray()  # a line without its newline yet
 
     async def run(self) -> None:
         try:
-            while data := await self.output.receive_some(64 * 1024):
+            while True:
+                data: bytes | bytearray | None = None
+                with trio.move_on_after(PARTIAL_LINE_SECONDS if self._begun else math.inf):
+                    data = await self.output.receive_some(64 * 1024)
+                if data is None:  # the begun line's newline is late: copy it as it is
+                    await self._copy(self._take(len(self._begun)))
+                    continue
+                if not data:
+                    break
                 self.tail += data
                 del self.tail[:-STDERR_TAIL_BYTES]
-                if not self._broken:
-                    await trio.to_thread.run_sync(self._write, bytes(data), abandon_on_cancel=True)
+                self._begun += data
+                end = self._begun.rfind(b"\n") + 1
+                if len(self._begun) >= PARTIAL_LINE_BYTES:
+                    end = len(self._begun)
+                if end:
+                    await self._copy(self._take(end))
+            await self._copy(self._take(len(self._begun)))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
             self.done.set()
             with contextlib.suppress(OSError):
                 await self.output.aclose()
+
+    def _take(self, end: int) -> bytes:
+        out = bytes(self._begun[:end])
+        del self._begun[:end]
+        return out
+
+    async def _copy(self, data: bytes) -> None:
+        if data and not self._broken:
+            await trio.to_thread.run_sync(self._write, data, abandon_on_cancel=True)
 
     def _write(self, data: bytes) -> None:
         try:
@@ -168,6 +208,8 @@ class AgentChild:
         self.stdin = trio.lowlevel.FdStream(os.dup(popen.stdin.fileno()))
         self.stdout = trio.lowlevel.FdStream(os.dup(popen.stdout.fileno()))
         self.stderr = trio.lowlevel.FdStream(os.dup(popen.stderr.fileno()))
+        widen_pipe(self.stdout.fileno())  # fewer, larger reads (issue 29)
+        widen_pipe(self.stdin.fileno())
         popen.stdin.close()
         popen.stdout.close()
         popen.stderr.close()

@@ -7,6 +7,7 @@ import os
 import trio
 
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
+from acp_proxy.shell.transport.pipes import widen_pipe
 
 __all__ = ["open_stdio_transport"]
 
@@ -22,4 +23,6 @@ def open_stdio_transport(max_message_bytes: int) -> NdjsonTransport:
     """
     rx = trio.lowlevel.FdStream(os.dup(0))
     tx = trio.lowlevel.FdStream(os.dup(1))
+    widen_pipe(rx.fileno())  # when they are pipes: fewer, larger reads and writes
+    widen_pipe(tx.fileno())
     return NdjsonTransport(rx, tx, max_message_bytes, name="client")

@@ -302,3 +302,32 @@ def test_duplicate_mirror_rewrite_cuts_only_the_state_member() -> None:
     assert sends(out) == [frame.replace(cut, b"")]
     assert core.statistics().duplicates_removed == 1
     assert core.registry.children["C"].title == "new"
+
+
+@given(a=json_vals, b=json_vals)
+def test_json_equal_shortcut_agrees_with_the_walk(a: Any, b: Any) -> None:
+    """The C shortcut of _json_equal (Python ==, then no boolean in either encoding)
+    gives the exact walk's verdict."""
+    from acp_proxy.core.session.dedup import _json_equal, _json_walk
+
+    assert _json_equal(a, b) is _json_walk(a, b)
+    assert _json_equal(a, json.loads(json.dumps(a))) is True
+
+
+def test_json_equal_keeps_booleans_apart_from_numbers_at_any_depth() -> None:
+    """1 == True in Python, never as JSON: nested, in a list, or as the whole value."""
+    from acp_proxy.core.session.dedup import _json_equal
+
+    assert not _json_equal({"a": [1, {"b": 0}]}, {"a": [True, {"b": 0}]})
+    assert not _json_equal({"a": [1, {"b": 0}]}, {"a": [1, {"b": False}]})
+    assert not _json_equal(1.0, True)
+    assert _json_equal({"a": [1, {"b": 0.0}], "t": "true"}, {"t": "true", "a": [1.0, {"b": 0}]})
+    assert _json_equal({"x": True}, {"x": True})
+    assert _json_equal([float("inf")], [float("inf")])
+    assert not _json_equal([float("inf")], [None])
+    deep: Any = 1
+    other: Any = 1.0
+    for _ in range(100_000):  # past C's recursion: the iterative walk decides
+        deep, other = [deep], [other]
+    assert _json_equal(deep, other)
+    assert not _json_equal(deep, [other])

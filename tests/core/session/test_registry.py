@@ -437,3 +437,60 @@ def test_provisional_ids_are_bounded() -> None:
         reg.mark_known(sid, provisional=True)
     assert list(reg.provisional) == ["Y", "Z"]
     assert not reg.is_known("X")
+
+
+def _view_through_converter(update: dict[str, Any]) -> Any:
+    """The view as the cattrs converter reads it (the reference for the direct checks)."""
+    sid = update.get("sessionId")
+    if type(sid) is not str:
+        return None
+    fields: dict[str, Any] = {}
+    malformed: list[str] = []
+    for wire, (attr, tp) in PATCH_FIELDS.items():
+        if wire not in update:
+            continue
+        value = update[wire]
+        if value is None:
+            fields[attr] = None
+            continue
+        try:
+            fields[attr] = converter.structure(value, tp)
+        except (cattrs.BaseValidationError, TypeError, ValueError):
+            malformed.append(wire)
+            continue
+        if attr == "state" and type(fields[attr].get("state")) is not str:
+            del fields[attr]
+            malformed.append(wire)
+    return (sid, tuple(malformed), fields)
+
+
+_field_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.lists(st.text(max_size=2) | st.integers(), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["state", "x"]), st.text(max_size=2) | st.integers(), max_size=2
+    ),
+)
+
+
+@given(
+    update=st.dictionaries(
+        st.sampled_from([*PATCH_FIELDS, "sessionId", "other"]), _field_values, max_size=9
+    )
+)
+def test_view_checks_agree_with_the_converter(update: dict[str, Any]) -> None:
+    """view_subagent_update checks each field directly, exactly as the converter would."""
+    view = view_subagent_update(update)
+    expected = _view_through_converter(update)
+    if expected is None:
+        assert view is None
+        return
+    assert view is not None
+    sid, malformed, fields = expected
+    assert (view.session_id, view.malformed) == (sid, malformed)
+    for wire, (attr, _tp) in PATCH_FIELDS.items():
+        assert getattr(view, attr) == fields.get(attr, UNSET), wire
