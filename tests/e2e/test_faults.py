@@ -369,8 +369,8 @@ async def test_agent_response_to_unknown_id_is_dropped(tmp_path: Path) -> None:
         ),
         pytest.param(
             b'{"jsonrpc":"2.0","id":3,"method":"x","params":' + b"[" * 600 + b"]" * 600 + b"}\n",
-            _error(
-                None, -32600, "acp-proxy: nested deeper than 512 levels (limits.max_nesting_depth)"
+            _error(  # the id read by a scan of the top-level members, at any depth
+                3, -32600, "acp-proxy: nested deeper than 512 levels (limits.max_nesting_depth)"
             ),
             id="nested-past-the-limit",
         ),

@@ -211,7 +211,9 @@ class ProxyCore(EnginePart):
         Returns:
             Actions to carry out in order.
         """
-        if source is _CLIENT and self.budgets.store and self.budgets.watches_prompts:
+        b = self.budgets
+        # in order while a prompt waits, too: a reload may have stopped watching prompts
+        if source is _CLIENT and ((b.store and b.watches_prompts) or b.waiting is not None):
             return self._client_in_order(incoming, now)
         return self._receive(source, incoming, now)
 

@@ -20,15 +20,17 @@ import enum
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from acp_proxy.core.actions import Action, AuditEvent, Peer, Report
+from acp_proxy.core.actions import Action, AuditEvent, Peer, Report, Send
 from acp_proxy.core.wire import reasons
 from acp_proxy.core.wire.jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     Kind,
     Message,
     RawId,
+    error_frame,
     reply_id,
 )
 from acp_proxy.core.wire.verdict import Verdict
@@ -43,6 +45,8 @@ _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
 _REQUEST = Kind.REQUEST
 _NOTIFICATION = Kind.NOTIFICATION
+_RESPONSE = Kind.RESPONSE
+_ERROR_RESPONSE = Kind.ERROR_RESPONSE
 
 
 class Echo(enum.Enum):
@@ -171,6 +175,8 @@ def refuse(
         ledger.answer(out, source, rid, row.code, f"{row.prefix}{reason}")
         return
     if source is _AGENT:
+        if m.id is not None and (m.kind is _RESPONSE or m.kind is _ERROR_RESPONSE):
+            _end_client_request(ledger, m.id, reason, out)
         if row.agent is AgentSide.REFUSE:
             agent.refuse(m, out, reason)
             return
@@ -184,6 +190,19 @@ def refuse(
             out.append(Report("warning", text))
     event = row.notification_event if m.kind is _NOTIFICATION else _INVALID_MESSAGE
     ledger.drop(out, m, source, event, reason)
+
+
+def _end_client_request(ledger: Ledger, rid: Any, reason: str, out: list[Action]) -> None:
+    """A refused agent answer to client request ``rid`` in flight: the request is answered
+    ``-32603`` under its id (the client would wait for the agent's exit); the answer itself
+    is dropped by the caller. Nothing when ``rid`` is not in flight."""
+    entry = ledger.inflight.pop(_CLIENT, rid)
+    if entry is None:
+        return
+    method, sid, _cost = entry
+    text = f"acp-proxy: the agent's answer to {method} was refused: {reason}"
+    data = {"method": method, "sessionId": sid, "reason": reason}
+    out.append(Send(_CLIENT, error_frame(rid, INTERNAL_ERROR, text, data)))
 
 
 def refuse_batch(ledger: Ledger, source: Peer, m: Message, out: list[Action]) -> None:

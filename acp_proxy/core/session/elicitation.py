@@ -14,7 +14,10 @@ declined request to the agent with ``{"action": "decline"}``
   description names a secret (:data:`SECRET_PATTERNS`, the one list) is
   declined (rule ``elicitation.secret_fields``).
 - A mode other than ``form`` / ``url`` is declined while either rule is on
-  (rule ``elicitation.mode``): a future mode may carry either.
+  (rule ``elicitation.mode``): a future mode may carry either. So is a
+  ``params._meta.mode``: the Python SDK's client router calls the handler with
+  ``message`` and ``mode`` and then ``kwargs.update(_meta)``, so it replaces the
+  mode (its url, its schema) the client acts on.
 """
 
 from __future__ import annotations
@@ -119,6 +122,13 @@ class ElicitationRules:
         p = params if type(params) is dict else {}
         mode = p.get("mode")
         shown = mode if type(mode) is str else None
+        meta = p.get("_meta")
+        if type(meta) is dict and "mode" in meta:  # the Python SDK's router: kwargs.update(_meta)
+            return Verdict(
+                "elicitation.mode",
+                "_meta.mode replaces the mode a client reads (fail closed)",
+                shown,
+            )
         if mode == "url":
             return self._url(p.get("url"))
         if mode == "form":

@@ -34,6 +34,7 @@ from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS, exact
 from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than
 from acp_proxy.core.wire.reasons import too_deep_reason
 from acp_proxy.core.wire.shape import SAFE_INT, classify
+from acp_proxy.core.wire.utf8 import strict_utf8
 from acp_proxy.core.wire.verdict import Kind, Shape, Verdict
 from acp_proxy.core.wire.views import ID_KEY, VIEW_KEY
 
@@ -370,9 +371,9 @@ def reply_id(m: Message, any_type: bool = False) -> JsonId | RawId | None:
 
     ``m.id`` when the proxy tracks it; else the id's bytes (:class:`RawId`) when
     they can be read unambiguously: the frame is JSON (strict UTF-8, not a
-    parse error), not nested past the limit, has one top-level ``id`` in any
-    spelling, and a ``method`` (a request); and the id is a number or a string
-    (JSON-RPC 2.0 section 5: otherwise ``null``), or anything but ``null``
+    parse error; one nested past the limit is scanned, not decoded), has one
+    top-level ``id`` in any spelling, and a ``method`` (a request); and the id
+    is a number or a string (JSON-RPC 2.0 section 5: otherwise ``null``), or anything but ``null``
     with ``any_type`` (toward the agent: it waits for an answer under the id
     it wrote). Else ``None``. Reads the bytes again (one msgspec pass that
     builds nothing but two raw members): only on a refusal, never on the hot path.
@@ -383,9 +384,20 @@ def reply_id(m: Message, any_type: bool = False) -> JsonId | RawId | None:
     if m.id is not None:
         return m.id
     verdict = m.verdict
-    if verdict is _NOT_JSON or verdict is _TOO_DEEP or m.kind is _BATCH:
+    if verdict is _NOT_JSON or m.kind is _BATCH:
         return None
+    if verdict is _TOO_DEEP:  # never decoded: its top-level members scanned, at any depth
+        return _scanned_id(m.raw, any_type)
     return _id_bytes(m.raw, body, any_type)
+
+
+def _scanned_id(raw: bytes, any_type: bool) -> JsonId | RawId | None:
+    """The id of a strict UTF-8 frame read by a scan of its top-level members (no
+    recursion): one ``id`` in any spelling, a ``method``, no ``result`` / ``error``
+    (:func:`~acp_proxy.core.wire.jsonscan.request_id_from_prefix`), else ``None``."""
+    from acp_proxy.core.wire.jsonscan import request_id_from_prefix  # it imports this module
+
+    return request_id_from_prefix(raw, any_type) if strict_utf8(raw) else None
 
 
 def _id_bytes(raw: bytes, body: Any, any_type: bool) -> JsonId | RawId | None:
@@ -395,7 +407,11 @@ def _id_bytes(raw: bytes, body: Any, any_type: bool) -> JsonId | RawId | None:
     try:
         members = ID_MEMBERS.decode(raw)
     except (msgspec.DecodeError, RecursionError):
-        return None
+        # msgspec refuses what the standard library decoded (a lone surrogate escape,
+        # 1e400): the frame is JSON and its repeated keys are known, so scan it
+        return (
+            _scanned_id(raw, any_type) if isinstance(body, dict) and VIEW_KEY not in body else None
+        )
     rid = bytes(members.id)
     if not rid or not len(members.method) or (rid == b"null" and not any_type):
         return None

@@ -30,8 +30,8 @@ def nesting_exceeds(raw: bytes, limit: int) -> bool:
     are scanned this way, so that a frame too deep for the decoders and one
     that is deep *and* invalid get the same verdict at any stack depth.
     """
-    if len(raw) < 2 * (limit + 1):
-        return False  # each level costs two bytes at least
+    if len(raw) <= limit:
+        return False  # each level opens with a byte (invalid bytes may never close it)
     depth = 0
     for tok in _NESTING.finditer(raw):
         c = tok.group()

@@ -374,15 +374,26 @@ def decode_view(raw: bytes, min_bytes_per_value: int = 48) -> tuple[Any, str | N
     try:
         body = _level(Raw(raw), _TOP, reasons, _plain(raw), min_bytes_per_value)
     except Ambiguous as exc:
-        # refused: only what names the answer (jsonrpc, id, method) is read; the id
-        # only when it is not itself repeated (else the answer goes under null)
+        return _ambiguous_view(raw, min_bytes_per_value), str(exc)
+    return body, (reasons[0] if reasons else None)
+
+
+def _ambiguous_view(raw: bytes, min_bytes_per_value: int) -> dict[str, Any]:
+    """The view of a frame refused for a repeated decision key: read again without the
+    duplicate checks (the last of a repeated key, as the whole-frame decoder reads it),
+    so the checks before the ambiguity (shape, session id) see what a small frame
+    shows them; else only what names the answer (jsonrpc, id, method). The id only
+    when it is not itself repeated (else the answer goes under null)."""
+    body: dict[str, Any]
+    try:
+        body = _level(Raw(raw), _TOP, [], True, min_bytes_per_value)
+    except (Ambiguous, msgspec.DecodeError, RecursionError):
         top = _STRUCTS[_TOP].decode(raw)
         body = {VIEW_KEY: Raw(raw)}
         for name in ("jsonrpc", "id", "method"):
             value: Raw = getattr(top, name)
             if len(value):
                 body[name] = _value(value)
-        if "id" in body and len(ID_KEY.findall(raw)) > 1:
-            body["id"] = OPAQUE  # the id itself may be the repeated key: none is read
-        return body, str(exc)
-    return body, (reasons[0] if reasons else None)
+    if "id" in body and len(ID_KEY.findall(raw)) > 1:
+        body["id"] = OPAQUE  # the id itself may be the repeated key: none is read
+    return body

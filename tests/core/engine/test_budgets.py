@@ -563,6 +563,24 @@ def test_the_trace_keeps_messages_waiting_for_the_store_held_then_decided() -> N
     assert_accounting(core)
 
 
+def test_a_reload_dropping_the_prompt_budget_keeps_the_client_order() -> None:
+    """A reload that stops watching prompts while one waits for the store: later client
+    messages still queue behind it (they overtook it and the messages queued with it)."""
+    core = store_core(prompts_per_window=5)
+    cancel = json.dumps(
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
+    ).encode()
+    out = core.receive(CLIENT, [req(1, "session/prompt", {"sessionId": "s1"}), cancel], 0.0)
+    call = next(a for a in out if type(a) is StoreCall)
+    store = {"store": "redis://127.0.0.1:6399/0", "key": "team"}
+    core.reconfigure(config_from_dict({"budgets": store}))
+    assert not sends(prompt(core, 2), AGENT)  # behind the waiting prompt
+    out = core.store_result(call, StoreReply(ok=True, allowed=True, prompts=1), 1.0)
+    sent = [(d.get("method"), d.get("id")) for d in map(decoded, sends(out, AGENT))]
+    assert sent == [("session/prompt", 1), ("session/cancel", None), ("session/prompt", 2)]
+    assert_accounting(core)
+
+
 def test_the_client_going_while_a_prompt_waits_for_the_store_drops_it() -> None:
     """A prompt waiting for the store when the client goes is dropped (audited), and the
     store's late answer forwards nothing."""

@@ -240,7 +240,7 @@ def test_nesting_limit_verdicts_never_depend_on_the_path_or_the_stack(extra: int
 @pytest.mark.parametrize("extra", [0, 300])
 def test_a_client_request_nested_too_deep_gets_one_answer_at_any_depth(extra: int) -> None:
     """Found by decoding, by a decoder out of stack, or by scanning invalid bytes: the same
-    answer (-32600, id null, naming the limit)."""
+    answer (-32600 under the request's id, read by a scan at any depth, naming the limit)."""
     answers = set()
     for depth in (LIMIT + 1, 980, 3000):
         deep = _nested(depth - 2)
@@ -252,7 +252,7 @@ def test_a_client_request_nested_too_deep_gets_one_answer_at_any_depth(extra: in
             out = _at_stack_depth(extra, partial(core.receive, CLIENT, frame, 0.0))
             [answer] = sends(out, CLIENT)
             err = decoded(answer)
-            assert err["id"] is None
+            assert err["id"] == 7
             assert err["error"]["code"] == -32600
             answers.add(err["error"]["message"])
             assert_accounting(core)

@@ -12,8 +12,11 @@ from support.corekit import (
     CLIENT,
     assert_accounting,
     audits,
+    decoded,
+    events,
     open_session,
     reports,
+    req,
     sends,
 )
 
@@ -47,7 +50,7 @@ CASES: list[tuple[Verdict, Peer, Any, bytes | None]] = [
         b"42",
     ),
     (Verdict.OVERSIZE, AGENT, Oversize(9_000_000, False, b'{"jsonrpc":"2.0","id":4'), None),
-    (Verdict.TOO_DEEP, CLIENT, prompt(b"3", b"[" * 600 + b"]" * 600), b"null"),
+    (Verdict.TOO_DEEP, CLIENT, prompt(b"3", b"[" * 600 + b"]" * 600), b"3"),
     (Verdict.NOT_JSON, CLIENT, b'{"jsonrpc":"2.0","id":3,', b"null"),
     (Verdict.NOT_JSON, AGENT, b"Starting agent...", None),
     (
@@ -161,3 +164,31 @@ def test_an_agent_line_that_is_not_json_is_counted_as_such() -> None:
     out = c.receive(AGENT, b"Starting agent...", 0.0)
     assert c.statistics().non_json_agent_lines == 1
     assert any("not JSON" in r.text for r in reports(out))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b'{"jsonrpc":"2.0","id":"n2","result":{"sessionId":"\\ud800"}}',
+        b'{"jsonrpc":"2.0","id":"n2","result":{"sessionId":"a"},"result":{"sessionId":"b"}}',
+        b'{"jsonrpc":"2.0","id":"n2","error":{"code":1,"message":"x"},"error":{"code":2}}',
+    ],
+    ids=["surrogate session id", "result twice", "error twice"],
+)
+def test_a_refused_agent_answer_ends_the_client_request_it_answers(answer: bytes) -> None:
+    """The agent's answer is dropped (a peer could read it otherwise), and the client's
+    request it answers is answered -32603 under its id: it waited for the agent's exit."""
+    c = ProxyCore()
+    open_session(c, "S")
+    c.receive(CLIENT, req("n2", "session/new", {"cwd": "/", "mcpServers": []}), 0.0)
+    out = c.receive(AGENT, answer, 0.0)
+    [frame] = sends(out, CLIENT)
+    err = decoded(frame)
+    assert err["id"] == "n2"
+    assert err["error"]["code"] == -32603
+    assert c.pending_requests(CLIENT) == 0
+    assert AuditEvent.INVALID_MESSAGE in events(out)
+    assert_accounting(c)
+    # an answer to nothing in flight is only dropped
+    assert sends(c.receive(AGENT, answer, 0.0)) == []
+    assert_accounting(c)

@@ -244,3 +244,39 @@ def test_a_large_client_request_naming_its_id_twice_is_answered_under_null() -> 
         assert refused(CLIENT, frame) == (b"null", INVALID_REQUEST)
     once = b'{"jsonrpc":"2.0","id":1.5,"method":"session/prompt","params":{"sessionId":"S","t":"'
     assert refused(CLIENT, once + text + b'"}}') == (b"1.5", INVALID_REQUEST)
+
+
+# ------------------------------------- ids read where the decoders could not help
+
+DEEP = b"[" * 600 + b"]" * 600  # past limits.max_nesting_depth (512)
+
+
+def test_a_client_request_nested_too_deep_is_answered_under_its_id() -> None:
+    """Refused for a limit, like a too dense one: its top-level id is read from the
+    bytes (a scan, whatever the nesting), not answered under null."""
+    for rid in (b"5", b'"q"', BIG):
+        frame = client_request(rid, b'{"sessionId":"S","prompt":' + DEEP + b"}")
+        assert "nested deeper" in (parse(frame).reason or "")
+        assert refused(CLIENT, frame) == (rid, INVALID_REQUEST)
+    last = b'{"jsonrpc":"2.0","method":"session/prompt","params":{"a":' + DEEP + b'},"id":9}'
+    assert refused(CLIENT, last) == (b"9", INVALID_REQUEST)
+    twice = b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":' + DEEP + b'},"\\u0069d":2}'
+    assert refused(CLIENT, twice) == (b"null", INVALID_REQUEST)
+
+
+def test_an_agent_request_nested_too_deep_is_answered_under_its_id() -> None:
+    """Dropped before, so the agent waited forever for its answer."""
+    for rid in (b"7", b"1.5", b"true"):
+        frame = agent_request(rid, b'{"sessionId":"S","path":"/w/a","x":' + DEEP + b"}")
+        assert refused(AGENT, frame) == (rid, INVALID_REQUEST)
+
+
+def test_an_untracked_id_in_a_frame_msgspec_refuses_is_read() -> None:
+    """A lone surrogate escape in content (valid JSON; msgspec refuses it, the standard
+    library decodes it): the untracked id is still read, toward either peer."""
+    text = b'[{"type":"text","text":"\\ud800"}]'
+    frame = client_request(BIG, b'{"sessionId":"S","prompt":' + text + b"}")
+    assert refused(CLIENT, frame) == (BIG, INVALID_REQUEST)
+    for rid in (b"1.5", HUGE, b"true"):
+        frame = agent_request(rid, b'{"sessionId":"S","path":"/w/\\ud800"}')
+        assert refused(AGENT, frame) == (rid, INVALID_REQUEST)

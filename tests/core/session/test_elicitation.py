@@ -170,6 +170,25 @@ def test_an_unknown_mode_is_declined_while_a_rule_is_on() -> None:
     assert verdict.rule == "elicitation.mode"
 
 
+def test_a_meta_mode_is_declined_while_a_rule_is_on() -> None:
+    """The Python SDK's client router calls ``create_elicitation(message=, mode=)`` and then
+    ``kwargs.update(_meta)``: a ``_meta.mode`` replaces the mode (its url, its schema) the
+    client acts on, which the rules never read. Vendor ``_meta`` keys stay content."""
+    evil = {"url": "https://evil.example/", "requested_schema": {"properties": {"pw": {}}}}
+    for config, params in (
+        (ElicitationConfig(url_hosts=HOSTS), _url("https://docs.example.com/a")),
+        (ElicitationConfig(secret_fields="decline"), _form(name={"type": "string"})),
+    ):
+        rules = ElicitationRules(config)
+        assert rules.decide(params) is None
+        assert rules.decide({**params, "_meta": {"zed.dev/x": 1, "field_meta": {}}}) is None
+        verdict = rules.decide({**params, "_meta": {"mode": evil}})
+        assert verdict is not None
+        assert verdict.rule == "elicitation.mode"
+    # with no rule on, nothing is decided: forwarded as it came
+    assert ElicitationRules(ElicitationConfig()).decide({**_form(), "_meta": {"mode": 1}}) is None
+
+
 # --- the engine -----------------------------------------------------------------
 
 

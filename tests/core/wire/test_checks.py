@@ -112,6 +112,9 @@ TWO_FAULTS = [
         b'{"jsonrpc":"2.0","id":9007199254740993,"method":"session/prompt",'
         b'"params":{"session_id":"S"}}',
     ),
+    # nested too deep and cut off before any closing bracket: shorter than two bytes a
+    # level, still too deep
+    ("nesting", "json", b'{"id":1,"params":' + b"[" * 70),
 ]
 
 
@@ -153,3 +156,28 @@ def test_the_verdict_is_fixed_when_the_message_is_built() -> None:
     with pytest.raises(AttributeError):
         m.ambiguous = False  # type: ignore[misc]
     assert parse(FRAMES["json"]).parse_error
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        b'{"sessionId":5,"sessionId":5,"prompt":[]}',
+        b'{"sessionId":"' + b"y" * 2000 + b'","_meta":{},"_meta":{}}',
+        b'{"sessionId":[],"update":{},"update":{}}',
+    ],
+    ids=["not a string, repeated", "too long, _meta repeated", "list, update repeated"],
+)
+def test_a_bad_session_id_and_a_repeated_key_give_one_verdict_on_every_path(
+    params: bytes,
+) -> None:
+    """The earlier verdict (BAD_SESSION_ID) whether the frame is decoded whole or read
+    through a view (over limits.dense_message_bytes): the view found the repeated key
+    first and kept no params, so a large frame was AMBIGUOUS (-32600, not -32602)."""
+    small = b'{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":' + params + b"}"
+    large = small[:-2] + b',"t":"' + b"x" * (DENSE_BYTES * 2) + b'"}}'
+    for raw in (small, large):
+        m = parse(raw, *LIMITS)
+        assert (m.verdict, m.id) == (Verdict.BAD_SESSION_ID, 4), (len(raw), m.reason)
+    # the repeated id stays unreadable on the view path (answered under null)
+    twice = large.replace(b'"id":4,', b'"id":4,"id":5,')
+    assert parse(twice, *LIMITS).id is None
