@@ -476,6 +476,17 @@ class PermissionGate:
             cancel = {"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": rid}}
             out.append(Send(_CLIENT, dumps(cancel)))
 
+    def client_answer_refused(self, rid: Any) -> bool:
+        """The client's answer to agent request ``rid`` was refused (its frame): the ask
+        of it, if any, ends here.
+
+        Returns:
+            True when the ask had run out, so the agent was answered already.
+        """
+        self._timers.pop(rid, None)
+        self.asked.pop(rid, None)
+        return self.expired.pop(rid, None) is not None
+
     def client_response(self, m: Message, out: list[Action]) -> bool:
         """A client response: drops (audited) a late answer to a request that timed out.
 

@@ -165,6 +165,9 @@ def refuse(
     _count(ledger, row)
     reason = m.reason or m.verdict.name
     rid, answered = _echo(row, source, m)
+    answer = m.kind is _RESPONSE or m.kind is _ERROR_RESPONSE
+    if source is _CLIENT and answer and m.id is not None:
+        _end_agent_request(ledger, agent, m, reason, out)
     if answered:
         if source is _AGENT and row.echo is Echo.BYTES:
             out.append(Report("warning", f"agent sent an invalid request, refused: {reason}"))
@@ -203,6 +206,29 @@ def _end_client_request(ledger: Ledger, rid: Any, reason: str, out: list[Action]
     text = f"acp-proxy: the agent's answer to {method} was refused: {reason}"
     data = {"method": method, "sessionId": sid, "reason": reason}
     out.append(Send(_CLIENT, error_frame(rid, INTERNAL_ERROR, text, data)))
+
+
+def _end_agent_request(
+    ledger: Ledger, agent: AgentDirection, m: Message, reason: str, out: list[Action]
+) -> None:
+    """A refused client answer to agent request ``m.id`` in flight: the request is answered
+    ``-32603`` under its id (the agent would wait for the client forever); the answer itself
+    is dropped by the caller. Nothing when the id is repeated in the frame (which one the
+    client meant cannot be read) or not in flight; when an ask of it ran out, the agent
+    was answered already and the request only ends."""
+    body = m.body
+    if isinstance(body, dict) and "id" in getattr(body, "dups", ()):
+        return
+    rid = m.id
+    entry = ledger.inflight.pop(_AGENT, rid)
+    if entry is None:
+        return
+    if agent.gate.client_answer_refused(rid):
+        return
+    method, sid, _cost = entry
+    text = f"acp-proxy: the client's answer to {method} was refused: {reason}"
+    data = {"method": method, "sessionId": sid, "reason": reason}
+    out.append(Send(_AGENT, error_frame(rid, INTERNAL_ERROR, text, data)))
 
 
 def refuse_batch(ledger: Ledger, source: Peer, m: Message, out: list[Action]) -> None:

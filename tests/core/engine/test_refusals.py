@@ -192,3 +192,45 @@ def test_a_refused_agent_answer_ends_the_client_request_it_answers(answer: bytes
     # an answer to nothing in flight is only dropped
     assert sends(c.receive(AGENT, answer, 0.0)) == []
     assert_accounting(c)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b'{"jsonrpc":"2.0","id":70,"result":{"content":"a"},"result":{"content":"b"}}',
+        b'{"jsonrpc":"2.0","id":70,"error":{"code":1,"message":"x"},"error":{"code":2}}',
+    ],
+    ids=["result twice", "error twice"],
+)
+def test_a_refused_client_answer_ends_the_agent_request_it_answers(answer: bytes) -> None:
+    """The reverse of the agent's case: the client's answer is dropped, and the agent's
+    request it answers is answered -32603 under its id: it waited for the client."""
+    c = ProxyCore()
+    open_session(c, "S")
+    ask = req(70, "fs/read_text_file", {"sessionId": "S", "path": "/w/a.txt"})
+    assert sends(c.receive(AGENT, ask, 0.0), CLIENT)
+    assert c.pending_requests(AGENT) == 1
+    out = c.receive(CLIENT, answer, 0.0)
+    assert sends(out, CLIENT) == []
+    [frame] = sends(out, AGENT)
+    err = decoded(frame)
+    assert err["id"] == 70
+    assert err["error"]["code"] == -32603
+    assert "fs/read_text_file" in err["error"]["message"]
+    assert c.pending_requests(AGENT) == 0
+    assert AuditEvent.INVALID_MESSAGE in events(out)
+    assert_accounting(c)
+    # an answer to nothing in flight is only dropped
+    assert sends(c.receive(CLIENT, answer, 0.0)) == []
+    assert_accounting(c)
+
+
+def test_a_refused_client_answer_with_its_id_repeated_ends_nothing() -> None:
+    """Which request a repeated id meant cannot be read: the agent's stays in flight."""
+    c = ProxyCore()
+    open_session(c, "S")
+    c.receive(AGENT, req(70, "fs/read_text_file", {"sessionId": "S", "path": "/w/a"}), 0.0)
+    out = c.receive(CLIENT, b'{"jsonrpc":"2.0","id":70,"id":71,"result":{}}', 0.0)
+    assert sends(out, AGENT) == []
+    assert c.pending_requests(AGENT) == 1
+    assert_accounting(c)
