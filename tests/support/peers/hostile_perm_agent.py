@@ -14,10 +14,10 @@ It answers ``initialize`` with protocol version 1.
 from __future__ import annotations
 
 import json
-import os
-import select
 import sys
 from typing import Any
+
+from ndjson_stdio import StdioLines
 
 OPTIONS = [
     {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
@@ -76,25 +76,8 @@ def probes(sid: str, cwd: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def main() -> None:
-    out = sys.stdout.buffer
-    buf = b""
-
-    def send(obj: dict[str, Any]) -> None:
-        out.write(json.dumps(obj).encode() + b"\n")
-        out.flush()
-
-    def read(timeout: float) -> Any:
-        nonlocal buf
-        while b"\n" not in buf:
-            ready, _, _ = select.select([0], [], [], timeout)
-            if not ready:
-                return None
-            chunk = os.read(0, 1 << 20)
-            if not chunk:
-                sys.exit(0)
-            buf += chunk
-        line, buf = buf.split(b"\n", 1)
-        return json.loads(line)
+    lines = StdioLines()
+    send, read = lines.send, lines.read
 
     cwd = "/"
     while True:

@@ -14,11 +14,11 @@ prints ``OUTCOME {"probe": name, "answer": ...}`` to stderr for each answer
 from __future__ import annotations
 
 import json
-import os
-import select
 import sys
 import time
 from typing import Any
+
+from ndjson_stdio import StdioLines
 
 
 def fill(value: Any, sid: str, cwd: str) -> Any:
@@ -34,25 +34,8 @@ def fill(value: Any, sid: str, cwd: str) -> Any:
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         probes = json.load(f)
-    out = sys.stdout.buffer
-    buf = b""
-
-    def send(obj: dict[str, Any]) -> None:
-        out.write(json.dumps(obj).encode() + b"\n")
-        out.flush()
-
-    def read(timeout: float) -> Any:
-        nonlocal buf
-        while b"\n" not in buf:
-            ready, _, _ = select.select([0], [], [], timeout)
-            if not ready:
-                return None
-            chunk = os.read(0, 1 << 20)
-            if not chunk:
-                sys.exit(0)
-            buf += chunk
-        line, buf = buf.split(b"\n", 1)
-        return json.loads(line)
+    lines = StdioLines()
+    send, read = lines.send, lines.read
 
     cwd = "/"
     while True:
