@@ -8,7 +8,6 @@ or when the proxy exits; behaviour, not timing.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -23,20 +22,21 @@ ROOT = Path(__file__).resolve().parents[2]
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 
 #: runs ``python -m acp_proxy ARGV`` and prints the modules loaded at the moment named
-#: by ``WHEN``: ``spawn`` (the agent's start) or ``exit`` (the proxy done)
+#: by ``WHEN``: ``spawn`` (the agent's early start, ``os.fork``) or ``exit`` (the proxy done)
 HOOK = textwrap.dedent(
     """
-    import json, os, runpy, subprocess, sys
+    import os, runpy, sys
     when, argv = sys.argv[1], sys.argv[2:]
     def dump():
-        sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+        names = sorted(sys.modules)
+        sys.stderr.write("\\nMODULES " + " ".join(names) + "\\n")
     if when == "spawn":
-        real = subprocess.Popen.__init__
-        def spy(self, *a, **k):
+        real = os.fork
+        def spy():
             dump()
-            subprocess.Popen.__init__ = real
-            real(self, *a, **k)
-        subprocess.Popen.__init__ = spy
+            os.fork = real
+            return real()
+        os.fork = spy
     sys.argv = ["acp_proxy", *argv]
     try:
         runpy.run_module("acp_proxy", run_name="__main__", alter_sys=True)
@@ -48,6 +48,12 @@ HOOK = textwrap.dedent(
 
 #: what the drop-in form must not import before its agent starts
 HEAVY_BEFORE_SPAWN = (
+    "argparse",
+    "shlex",
+    "shutil",
+    "subprocess",
+    "threading",
+    "typing",
     "attrs",
     "cattrs",
     "logging",
@@ -90,7 +96,7 @@ def _modules(when: str, *argv: str) -> set[str]:
     assert done.returncode == 0, err
     assert b'"result"' in done.stdout, done.stdout
     line = next(x for x in err.splitlines() if x.startswith("MODULES "))
-    return set(json.loads(line.removeprefix("MODULES ")))
+    return set(line.removeprefix("MODULES ").split())
 
 
 def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
