@@ -177,6 +177,12 @@ def test_every_option_either_sets_a_key_or_is_named_as_not_setting_one() -> None
         (["--config", "{config}"], "[limits]\nmax_message_bytes = -1\n"),
         (["--config", "{config}"], "[nope]\n"),
         (["--log-file", "/nonexistent/dir/log"], None),
+        # the fast lane's forms (shell.fast_lane), and one it leaves to argparse
+        (["--log-level=info", "--log-file=/nonexistent/dir/log"], None),
+        (["--log-level", "info", "--config", "{config}"], "[nope]\n"),
+        (["--config={config}"], "[limits]\nmax_message_bytes = -1\n"),
+        (["--log-level", "bogus"], None),
+        (["--log-level"], None),
     ],
 )
 def test_a_refused_command_line_starts_no_agent(
@@ -202,10 +208,14 @@ def test_a_refused_command_line_starts_no_agent(
     assert not marker.exists()
 
 
-def test_a_missing_agent_command_is_refused_before_anything_starts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [[], ["--log-level", "debug"]])
+@pytest.mark.parametrize("command", ["{tmp}/no-such-agent", "no-such-agent-on-path"])
+def test_a_missing_agent_command_is_refused_before_anything_starts(
+    tmp_path: Path, options: list[str], command: str
+) -> None:
     """The default-config start still looks the command up first: exit 2, one line."""
     done = subprocess.run(
-        [sys.executable, "-m", "acp_proxy", "--", str(tmp_path / "no-such-agent")],
+        [sys.executable, "-m", "acp_proxy", *options, "--", command.format(tmp=tmp_path)],
         input=INIT,
         capture_output=True,
         timeout=60,
