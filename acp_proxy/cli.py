@@ -23,11 +23,9 @@ line on stderr; 1 for a failed ``--connect`` and for an internal error.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import sys
-from functools import partial
 
 from acp_proxy import __version__
 from acp_proxy.config.files import (
@@ -323,6 +321,8 @@ STDOUT_CLOSED_STATUS = 128 + 13
 def _stdout_closed() -> int:
     """Quiet exit when the reader of stdout went away: stdout is pointed at
     /dev/null so that the interpreter's final flush does not fail again."""
+    import contextlib
+
     with contextlib.suppress(OSError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -560,6 +560,7 @@ def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) ->
 def _die_like_the_agent(signum: int) -> int:
     """The agent died of ``signum``: the proxy dies of it too (default handler), so the
     client sees the same; returns 128+N only if the signal does not end the process."""
+    import contextlib
     import signal
 
     for stream in (sys.stdout, sys.stderr):
@@ -672,6 +673,8 @@ def _mode_runner(
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments (``early``: the agent of
     the stdio form, already started)."""
+    from functools import partial
+
     if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
         from acp_proxy.shell.budget_store import store_for
 

@@ -33,14 +33,16 @@ import _thread
 import ctypes
 import errno
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the agent starts before typing and subprocess are imported (issue 29)
+    import signal
     import subprocess
     from collections.abc import Callable, Sequence
     from typing import NoReturn
+else:  # the C module signal wraps: the same functions, without building its enum classes
+    import _signal as signal
 
 __all__ = ["EarlyStart", "Spawned", "hold_signals", "release_signals", "spawn", "start_early"]
 
@@ -63,7 +65,7 @@ _PR_SET_PDEATHSIG = 1
 _PRCTL = _load_prctl()
 
 #: the proxy's signal mask before :func:`hold_signals` (``None``: not held)
-_original_mask: set[int | signal.Signals] | None = None
+_original_mask: set[int] | set[signal.Signals] | None = None
 
 
 def hold_signals() -> None:
