@@ -116,6 +116,12 @@ def test_with_a_log_level_the_agent_still_starts_first() -> None:
     assert _loaded(_modules("spawn", "--log-level", "info", *AGENT), HEAVY_BEFORE_SPAWN) == []
 
 
+def test_with_a_log_file_the_agent_still_starts_first(tmp_path: Path) -> None:
+    """``--log-file`` is opened (and could refuse) before the spawn, read by the fast lane."""
+    log = str(tmp_path / "proxy.log")
+    assert _loaded(_modules("spawn", f"--log-file={log}", *AGENT), HEAVY_BEFORE_SPAWN) == []
+
+
 def test_a_stdio_run_never_imports_what_other_modes_use() -> None:
     """The WebSocket stack, OpenTelemetry, the file watcher and the TOML converter
     stay unimported for a whole stdio run that did not ask for them."""
