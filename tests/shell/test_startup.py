@@ -2,14 +2,13 @@
 mode never imports, and that a refusal still comes before any agent starts.
 
 The import checks run the real command line in a fresh interpreter, with a
-hook that records ``sys.modules`` at the agent's spawn (``subprocess.Popen``)
+hook that records ``sys.modules`` at the agent's early spawn (``os.fork``)
 or when the proxy exits; behaviour, not timing.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import subprocess
 import sys
 import textwrap
@@ -26,20 +25,21 @@ ROOT = Path(__file__).resolve().parents[2]
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 
 #: runs ``python -m acp_proxy ARGV`` and prints the modules loaded at the moment named
-#: by ``WHEN``: ``spawn`` (the agent's start) or ``exit`` (the proxy done)
+#: by ``WHEN``: ``spawn`` (the agent's early start, ``os.fork``) or ``exit`` (the proxy done)
 HOOK = textwrap.dedent(
     """
-    import json, os, runpy, subprocess, sys
+    import os, runpy, sys
     when, argv = sys.argv[1], sys.argv[2:]
     def dump():
-        sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+        names = sorted(sys.modules)
+        sys.stderr.write("\\nMODULES " + " ".join(names) + "\\n")
     if when == "spawn":
-        real = subprocess.Popen.__init__
-        def spy(self, *a, **k):
+        real = os.fork
+        def spy():
             dump()
-            subprocess.Popen.__init__ = real
-            real(self, *a, **k)
-        subprocess.Popen.__init__ = spy
+            os.fork = real
+            return real()
+        os.fork = spy
     sys.argv = ["acp_proxy", *argv]
     try:
         runpy.run_module("acp_proxy", run_name="__main__", alter_sys=True)
@@ -51,6 +51,12 @@ HOOK = textwrap.dedent(
 
 #: what the drop-in form must not import before its agent starts
 HEAVY_BEFORE_SPAWN = (
+    "argparse",
+    "shlex",
+    "shutil",
+    "subprocess",
+    "threading",
+    "typing",
     "attrs",
     "cattrs",
     "logging",
@@ -108,7 +114,7 @@ def _modules(when: str, *argv: str) -> set[str]:
     assert done.returncode == 0, err
     assert b'"result"' in done.stdout, done.stdout
     line = next(x for x in err.splitlines() if x.startswith("MODULES "))
-    return set(json.loads(line.removeprefix("MODULES ")))
+    return set(line.removeprefix("MODULES ").split())
 
 
 def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
@@ -126,6 +132,12 @@ def test_the_drop_in_form_starts_its_agent_before_the_config_tree_trio_or_the_co
 def test_with_a_log_level_the_agent_still_starts_first() -> None:
     """``--log-level`` chooses the log, not the config: the early start applies."""
     assert _loaded(_modules("spawn", "--log-level", "info", *AGENT), HEAVY_BEFORE_SPAWN) == []
+
+
+def test_with_a_log_file_the_agent_still_starts_first(tmp_path: Path) -> None:
+    """``--log-file`` is opened (and could refuse) before the spawn, read by the fast lane."""
+    log = str(tmp_path / "proxy.log")
+    assert _loaded(_modules("spawn", f"--log-file={log}", *AGENT), HEAVY_BEFORE_SPAWN) == []
 
 
 def test_a_stdio_run_never_imports_what_other_modes_use() -> None:
@@ -206,6 +218,12 @@ def test_every_option_either_sets_a_key_or_is_named_as_not_setting_one() -> None
         (["--config", "{config}"], "[limits]\nmax_message_bytes = -1\n"),
         (["--config", "{config}"], "[nope]\n"),
         (["--log-file", "/nonexistent/dir/log"], None),
+        # the fast lane's forms (shell.fast_lane), and one it leaves to argparse
+        (["--log-level=info", "--log-file=/nonexistent/dir/log"], None),
+        (["--log-level", "info", "--config", "{config}"], "[nope]\n"),
+        (["--config={config}"], "[limits]\nmax_message_bytes = -1\n"),
+        (["--log-level", "bogus"], None),
+        (["--log-level"], None),
     ],
 )
 def test_a_refused_command_line_starts_no_agent(
@@ -231,10 +249,14 @@ def test_a_refused_command_line_starts_no_agent(
     assert not marker.exists()
 
 
-def test_a_missing_agent_command_is_refused_before_anything_starts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [[], ["--log-level", "debug"]])
+@pytest.mark.parametrize("command", ["{tmp}/no-such-agent", "no-such-agent-on-path"])
+def test_a_missing_agent_command_is_refused_before_anything_starts(
+    tmp_path: Path, options: list[str], command: str
+) -> None:
     """The default-config start still looks the command up first: exit 2, one line."""
     done = subprocess.run(
-        [sys.executable, "-m", "acp_proxy", "--", str(tmp_path / "no-such-agent")],
+        [sys.executable, "-m", "acp_proxy", *options, "--", command.format(tmp=tmp_path)],
         input=INIT,
         capture_output=True,
         timeout=60,
