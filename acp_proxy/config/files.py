@@ -176,7 +176,14 @@ def find_command(command: str) -> str:
         if os.path.isfile(command) and os.access(command, os.X_OK):
             _check_interpreter(command)
             return command
-        reason = "does not exist" if not os.path.exists(command) else "is not an executable file"
+        if not os.path.exists(command):
+            reason = "does not exist: give the path of the agent's executable"
+        elif os.path.isdir(command):
+            reason = "is a directory: give the path of the agent's executable in it"
+        else:
+            reason = (
+                "is not executable: make it executable (chmod +x) or name its interpreter first"
+            )
         raise UsageError(f"agent command {command!r} {reason}")
     found = which(command)
     if found is None:

@@ -193,6 +193,19 @@ def test_check_config_checks_the_agent_command(tmp_path: Path) -> None:
     assert run("check-config", str(cfg), "--", PY, "-c", "pass").returncode == 0
 
 
+def test_an_agent_path_that_cannot_run_says_what_to_do(tmp_path: Path) -> None:
+    """A directory or a file without the executable bit, given as the agent: one
+    sentence saying what to do, exit 2, and the agent never started."""
+    script = tmp_path / "agent.sh"
+    marker = tmp_path / "started"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    line = one_sentence(run("--", str(script)), 2, repr(str(script)), "chmod +x")
+    assert "interpreter" in line
+    line = one_sentence(run("--", str(tmp_path)), 2, repr(str(tmp_path)), "is a directory")
+    assert "executable" in line
+    assert not marker.exists()
+
+
 # --- the WebSocket modes ---------------------------------------------------
 
 
