@@ -144,7 +144,10 @@ def check_writable(path: str, what: str) -> None:
         raise UsageError(_refusal(what, path, kind))
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise UsageError(f"{what} {path!r}: the directory {directory!r} does not exist")
+        raise UsageError(
+            f"{what} {path!r}: the directory {directory!r} does not exist; "
+            "create it or name a file in an existing one"
+        )
     if os.path.exists(path):
         if not os.access(path, os.W_OK):
             raise UsageError(f"{what} {path!r} is not writable")

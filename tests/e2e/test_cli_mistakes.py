@@ -63,7 +63,9 @@ def one_sentence(r: subprocess.CompletedProcess[bytes], status: int, *words: str
 
 def test_log_file_in_a_missing_directory(tmp_path: Path) -> None:
     r = run("--log-file", str(tmp_path / "no" / "proxy.log"), "--", PY, "-c", "pass")
-    one_sentence(r, 2, "--log-file", "does not exist")
+    one_sentence(r, 2, "--log-file", "does not exist", "create it")
+    r = run(f"--log-file={tmp_path / 'no' / 'proxy.log'}", "--", PY, "-c", "pass")
+    one_sentence(r, 2, "--log-file", "does not exist", "create it")
 
 
 def test_log_file_that_is_a_directory(tmp_path: Path) -> None:
