@@ -49,10 +49,15 @@ from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
+    body_sessions,
+    chunk_inspected,
+    chunk_uninspected,
     envelope_uninspected,
+    run_inspected,
+    run_sessions,
     uninspected,
 )
-from acp_proxy.core.wire.runs import envelope_run, plain_run
+from acp_proxy.core.wire.runs import chunk_run, envelope_run, plain_run
 from acp_proxy.core.wire.verdict import Verdict
 
 __all__ = ["CoreStatistics", "ProxyCore"]
@@ -323,24 +328,41 @@ class ProxyCore(EnginePart):
         return out
 
     def _run(self, data: bytes, now: float) -> list[Action] | None:
-        """An agent run decoded at once, or ``None`` when it cannot be (one item per line)."""
-        items: list[Any] | None = envelope_run(data, self._max_depth)
-        check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = envelope_uninspected
-        if items is None:
-            items = plain_run(data, self._max_depth)
-            check = uninspected
-            if items is None:
-                return None
+        """An agent run decoded at once, or ``None`` when it cannot be (one item per line).
+
+        The verdicts of the whole run are reached first (in bulk for envelopes:
+        :func:`~acp_proxy.core.wire.passthrough.run_inspected`); an inspected
+        message may change which sessions are known, and when a session the
+        rest of the run was judged by is no longer known, the rest is judged
+        again, so each verdict is the one the message alone would get.
+        """
         known = self._known
         needs = self._needs
+        check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = chunk_uninspected
+        items: list[Any] | None = chunk_run(data, self._max_depth)
+        if items is not None:
+            inspected = chunk_inspected(items, known, needs)
+        elif (items := envelope_run(data, self._max_depth)) is not None:
+            check = envelope_uninspected
+            inspected = run_inspected(items, known, needs)
+        else:
+            items = plain_run(data, self._max_depth)
+            if items is None:
+                return None
+            check = uninspected
+            inspected = [j for j, body in enumerate(items) if not check(body, known, needs)]
+        count = len(items)
+        if not inspected:
+            return self._forward_fast(data, count)
+        sessions = body_sessions(items) if check is uninspected else run_sessions(items)
+        relied = known.intersection(sessions)
         out: list[Action] = []
-        frames: list[bytes] = []
+        frames = data.split(b"\n")  # one line per item
         start = 0  # first frame of the current stretch of plain notifications
-        for j, item in enumerate(items):
-            if check(item, known, needs):
-                continue
-            if not frames:
-                frames = data.split(b"\n")  # one line per item
+        k = 0
+        while k < len(inspected):
+            j = inspected[k]
+            k += 1
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
             out.extend(
@@ -351,10 +373,13 @@ class ProxyCore(EnginePart):
                 )
             )
             start = j + 1
-        if not frames:
-            return self._forward_fast(data, len(items))
-        if start < len(frames):
-            out.extend(self._forward_fast(b"\n".join(frames[start:]), len(frames) - start))
+            if not known.issuperset(relied):  # the registry let a session go
+                inspected[k:] = [
+                    i for i in range(start, count) if not check(items[i], known, needs)
+                ]
+                relied = known.intersection(sessions)
+        if start < count:
+            out.extend(self._forward_fast(b"\n".join(frames[start:]), count - start))
         return out
 
     def _message(self, source: Peer, m: Message, now: float) -> list[Action]:

@@ -12,12 +12,15 @@ for references (``AgentDirection.unknown_session``) and the session id checks
 from __future__ import annotations
 
 from collections.abc import Collection
+from itertools import chain, compress
+from operator import attrgetter, methodcaller
 from typing import Any
 
 import attrs
+import msgspec
 
 from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_misread
-from acp_proxy.core.wire.runs import Envelope, update_kind
+from acp_proxy.core.wire.runs import CHUNK_KINDS, ChunkEnvelope, Envelope, update_kind
 
 __all__ = [
     "CANCEL_REQUEST",
@@ -26,7 +29,12 @@ __all__ = [
     "REFERENCE_LISTS",
     "UPDATE_RULES",
     "UpdateRule",
+    "body_sessions",
+    "chunk_inspected",
+    "chunk_uninspected",
     "envelope_uninspected",
+    "run_inspected",
+    "run_sessions",
     "uninspected",
 ]
 
@@ -159,3 +167,105 @@ def envelope_uninspected(
         return True
     need = needs.get(update_kind(su) or "", _NEVER)
     return need is _NEVER or (need is not None and need not in upd)
+
+
+_jsonrpc = attrgetter("jsonrpc")
+_sid = attrgetter("params.sessionId")
+_update = attrgetter("params.update")
+_meta = attrgetter("params.meta")
+_kind = methodcaller("get", "sessionUpdate", b"null")  # absent: as a kind that is no string
+_NO_META = frozenset({msgspec.UnsetType, type(None)})
+_V2 = frozenset({"2.0"})
+
+
+def run_inspected(
+    envs: list[Envelope],
+    known: set[str] | frozenset[str],
+    needs: dict[str, str | None] = NEEDS,
+) -> list[int]:
+    """The positions in ``envs`` of the envelopes :func:`envelope_uninspected` is False for.
+
+    The same verdicts as calling it on each, in bulk: what every envelope of a
+    run shares is checked once, in C (``jsonrpc`` is ``"2.0"``, every
+    ``sessionId`` is in ``known``, no update holds a snake_case decision key,
+    no ``_meta`` object), and each distinct ``sessionUpdate`` spelling is
+    looked up once. When all of that holds, an envelope whose kind
+    :data:`UPDATE_RULES` leaves alone passes whatever else it holds, so the
+    predicate runs only on the envelopes of a listed kind; otherwise it runs
+    on every envelope.
+
+    Returns:
+        Increasing positions; empty when the whole run may go out unchanged.
+    """
+    updates = list(map(_update, envs))
+    if not (
+        _V2.issuperset(map(_jsonrpc, envs))
+        and known.issuperset(map(_sid, envs))
+        and SNAKE_UPDATE_KEYS.isdisjoint(chain.from_iterable(updates))
+        and _NO_META.issuperset(map(type, map(_meta, envs)))
+    ):
+        return [j for j, env in enumerate(envs) if not envelope_uninspected(env, known, needs)]
+    kinds = list(map(bytes, map(_kind, updates)))
+    listed = {k for k in set(kinds) if needs.get(update_kind(k) or "", _NEVER) is not _NEVER}
+    if not listed:
+        return []
+    return [
+        j
+        for j in compress(range(len(envs)), map(listed.__contains__, kinds))
+        if not envelope_uninspected(envs[j], known, needs)
+    ]
+
+
+def run_sessions(envs: list[Envelope]) -> set[str]:
+    """The distinct ``params.sessionId`` of a run's envelopes."""
+    return set(map(_sid, envs))
+
+
+def body_sessions(bodies: list[Any]) -> set[str]:
+    """The distinct string ``params.sessionId`` of decoded bodies (others are skipped)."""
+    out: set[str] = set()
+    for body in bodies:
+        if type(body) is dict and type(params := body.get("params")) is dict:
+            sid = params.get("sessionId")
+            if type(sid) is str:
+                out.add(sid)
+    return out
+
+
+def chunk_uninspected(
+    env: ChunkEnvelope, known: Collection[str], needs: dict[str, str | None] = NEEDS
+) -> bool:
+    """:func:`uninspected` for a :data:`~acp_proxy.core.wire.runs.ChunkEnvelope`.
+
+    Its type already rules out everything but the session and the kind:
+    ``jsonrpc`` is ``"2.0"``, the method ``session/update``, there is no
+    ``id`` / ``result`` / ``error``, no ``_meta`` and no snake_case key, and
+    the update holds exactly ``sessionUpdate`` (one of
+    :data:`~acp_proxy.core.wire.runs.CHUNK_KINDS`), ``content`` and perhaps
+    ``messageId``.
+    """
+    if env.params.sessionId not in known:
+        return False
+    upd = env.params.update
+    need = needs.get(upd.sessionUpdate, _NEVER)
+    return need is _NEVER or (need is not None and getattr(upd, need, _UNSET) is _UNSET)
+
+
+_UNSET: Any = msgspec.UNSET
+
+
+def chunk_inspected(
+    envs: list[ChunkEnvelope],
+    known: set[str] | frozenset[str],
+    needs: dict[str, str | None] = NEEDS,
+) -> list[int]:
+    """The positions in ``envs`` of the envelopes :func:`chunk_uninspected` is False for.
+
+    With a ``needs`` table listing no chunk kind (:data:`NEEDS` and
+    :data:`NEEDS_WITH_TOOLS` list none), a chunk envelope is inspected only
+    for an unknown session: one C pass over the run's sessions decides it
+    whole when all are known; otherwise each envelope is judged.
+    """
+    if known.issuperset(map(_sid, envs)) and CHUNK_KINDS.isdisjoint(needs):
+        return []
+    return [j for j, env in enumerate(envs) if not chunk_uninspected(env, known, needs)]
