@@ -49,11 +49,8 @@ from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
-    body_sessions,
-    chunk_inspected,
-    chunk_uninspected,
+    chunk_static,
     envelope_uninspected,
-    run_inspected,
     run_sessions,
     uninspected,
 )
@@ -330,39 +327,39 @@ class ProxyCore(EnginePart):
     def _run(self, data: bytes, now: float) -> list[Action] | None:
         """An agent run decoded at once, or ``None`` when it cannot be (one item per line).
 
-        The verdicts of the whole run are reached first (in bulk for envelopes:
-        :func:`~acp_proxy.core.wire.passthrough.run_inspected`); an inspected
-        message may change which sessions are known, and when a session the
-        rest of the run was judged by is no longer known, the rest is judged
-        again, so each verdict is the one the message alone would get.
+        A run of content chunks is judged in bulk except for the sessions
+        (:func:`~acp_proxy.core.wire.passthrough.chunk_static`); every line is
+        decided against the sessions known when its turn comes, as alone (an
+        inspected message before it may make the registry learn or forget one).
         """
         known = self._known
         needs = self._needs
-        check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = chunk_uninspected
+        sids: list[str] | None = None
+        static: list[bool] | None = None
+        check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = envelope_uninspected
         items: list[Any] | None = chunk_run(data, self._max_depth)
         if items is not None:
-            inspected = chunk_inspected(items, known, needs)
-        elif (items := envelope_run(data, self._max_depth)) is not None:
-            check = envelope_uninspected
-            inspected = run_inspected(items, known, needs)
-        else:
+            static = chunk_static(items, needs)
+            sids = run_sessions(items)
+        elif (items := envelope_run(data, self._max_depth)) is None:
             items = plain_run(data, self._max_depth)
+            check = uninspected
             if items is None:
                 return None
-            check = uninspected
-            inspected = [j for j, body in enumerate(items) if not check(body, known, needs)]
         count = len(items)
-        if not inspected:
+        if sids is not None and static is None and known.issuperset(sids):
             return self._forward_fast(data, count)
-        sessions = body_sessions(items) if check is uninspected else run_sessions(items)
-        relied = known.intersection(sessions)
         out: list[Action] = []
-        frames = data.split(b"\n")  # one line per item
+        frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
-        k = 0
-        while k < len(inspected):
-            j = inspected[k]
-            k += 1
+        for j, item in enumerate(items):
+            if sids is None:
+                if check(item, known, needs):
+                    continue
+            elif (static is None or static[j]) and sids[j] in known:
+                continue
+            if not frames:
+                frames = data.split(b"\n")  # one line per item
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
             out.extend(
@@ -373,11 +370,8 @@ class ProxyCore(EnginePart):
                 )
             )
             start = j + 1
-            if not known.issuperset(relied):  # the registry let a session go
-                inspected[k:] = [
-                    i for i in range(start, count) if not check(items[i], known, needs)
-                ]
-                relied = known.intersection(sessions)
+        if not frames:
+            return self._forward_fast(data, count)
         if start < count:
             out.extend(self._forward_fast(b"\n".join(frames[start:]), count - start))
         return out

@@ -4,16 +4,16 @@ docs/design.md section 2 (step 2, the fast path). One table, :data:`UPDATE_RULES
 says which ``session/update`` kinds the engine must inspect and where in them
 a session may be named; every path reads it: the fast-path predicates here
 (:func:`uninspected` for a decoded body, :func:`envelope_uninspected` for a
-run's :class:`~acp_proxy.core.wire.runs.Envelope`), the hold buffer's search
+run's :class:`~acp_proxy.core.wire.runs.Envelope`, :func:`chunk_uninspected`
+and its bulk form :func:`chunk_static` for a run of content chunks), the hold buffer's search
 for references (``AgentDirection.unknown_session``) and the session id checks
 (``ProxyCore._bad_session_id``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from itertools import chain, compress
-from operator import attrgetter, methodcaller
+from collections.abc import Collection, Iterator
+from operator import attrgetter
 from typing import Any
 
 import attrs
@@ -29,11 +29,9 @@ __all__ = [
     "REFERENCE_LISTS",
     "UPDATE_RULES",
     "UpdateRule",
-    "body_sessions",
-    "chunk_inspected",
+    "chunk_static",
     "chunk_uninspected",
     "envelope_uninspected",
-    "run_inspected",
     "run_sessions",
     "uninspected",
 ]
@@ -169,67 +167,26 @@ def envelope_uninspected(
     return need is _NEVER or (need is not None and need not in upd)
 
 
-_jsonrpc = attrgetter("jsonrpc")
+class _AnySession(Collection[str]):
+    """Every session: the predicates' verdict on a message if its session is known."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_ANY_SESSION = _AnySession()
 _sid = attrgetter("params.sessionId")
-_update = attrgetter("params.update")
-_meta = attrgetter("params.meta")
-_kind = methodcaller("get", "sessionUpdate", b"null")  # absent: as a kind that is no string
-_NO_META = frozenset({msgspec.UnsetType, type(None)})
-_V2 = frozenset({"2.0"})
 
 
-def run_inspected(
-    envs: list[Envelope],
-    known: set[str] | frozenset[str],
-    needs: dict[str, str | None] = NEEDS,
-) -> list[int]:
-    """The positions in ``envs`` of the envelopes :func:`envelope_uninspected` is False for.
-
-    The same verdicts as calling it on each, in bulk: what every envelope of a
-    run shares is checked once, in C (``jsonrpc`` is ``"2.0"``, every
-    ``sessionId`` is in ``known``, no update holds a snake_case decision key,
-    no ``_meta`` object), and each distinct ``sessionUpdate`` spelling is
-    looked up once. When all of that holds, an envelope whose kind
-    :data:`UPDATE_RULES` leaves alone passes whatever else it holds, so the
-    predicate runs only on the envelopes of a listed kind; otherwise it runs
-    on every envelope.
-
-    Returns:
-        Increasing positions; empty when the whole run may go out unchanged.
-    """
-    updates = list(map(_update, envs))
-    if not (
-        _V2.issuperset(map(_jsonrpc, envs))
-        and known.issuperset(map(_sid, envs))
-        and SNAKE_UPDATE_KEYS.isdisjoint(chain.from_iterable(updates))
-        and _NO_META.issuperset(map(type, map(_meta, envs)))
-    ):
-        return [j for j, env in enumerate(envs) if not envelope_uninspected(env, known, needs)]
-    kinds = list(map(bytes, map(_kind, updates)))
-    listed = {k for k in set(kinds) if needs.get(update_kind(k) or "", _NEVER) is not _NEVER}
-    if not listed:
-        return []
-    return [
-        j
-        for j in compress(range(len(envs)), map(listed.__contains__, kinds))
-        if not envelope_uninspected(envs[j], known, needs)
-    ]
-
-
-def run_sessions(envs: list[Envelope]) -> set[str]:
-    """The distinct ``params.sessionId`` of a run's envelopes."""
-    return set(map(_sid, envs))
-
-
-def body_sessions(bodies: list[Any]) -> set[str]:
-    """The distinct string ``params.sessionId`` of decoded bodies (others are skipped)."""
-    out: set[str] = set()
-    for body in bodies:
-        if type(body) is dict and type(params := body.get("params")) is dict:
-            sid = params.get("sessionId")
-            if type(sid) is str:
-                out.add(sid)
-    return out
+def run_sessions(envs: list[Envelope] | list[ChunkEnvelope]) -> list[str]:
+    """The ``params.sessionId`` of each envelope, in order (one C pass)."""
+    return list(map(_sid, envs))
 
 
 def chunk_uninspected(
@@ -254,18 +211,21 @@ def chunk_uninspected(
 _UNSET: Any = msgspec.UNSET
 
 
-def chunk_inspected(
-    envs: list[ChunkEnvelope],
-    known: set[str] | frozenset[str],
-    needs: dict[str, str | None] = NEEDS,
-) -> list[int]:
-    """The positions in ``envs`` of the envelopes :func:`chunk_uninspected` is False for.
+def chunk_static(
+    envs: list[ChunkEnvelope], needs: dict[str, str | None] = NEEDS
+) -> list[bool] | None:
+    """:func:`chunk_uninspected` of each envelope if its session were known.
 
-    With a ``needs`` table listing no chunk kind (:data:`NEEDS` and
-    :data:`NEEDS_WITH_TOOLS` list none), a chunk envelope is inspected only
-    for an unknown session: one C pass over the run's sessions decides it
-    whole when all are known; otherwise each envelope is judged.
+    ``chunk_uninspected(envs[j], known, needs)`` is ``flags[j] and
+    envs[j].params.sessionId in known`` for every ``known``, so the caller
+    decides each line against the sessions known when its turn comes.
+
+    Returns:
+        ``None`` when every flag is True: at once for a ``needs`` table
+        listing no chunk kind (:data:`NEEDS` and :data:`NEEDS_WITH_TOOLS`
+        list none), where a chunk line depends on its session alone; else
+        one flag per envelope.
     """
-    if known.issuperset(map(_sid, envs)) and CHUNK_KINDS.isdisjoint(needs):
-        return []
-    return [j for j, env in enumerate(envs) if not chunk_uninspected(env, known, needs)]
+    if CHUNK_KINDS.isdisjoint(needs):
+        return None
+    return [chunk_uninspected(env, _ANY_SESSION, needs) for env in envs]

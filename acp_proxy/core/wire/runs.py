@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal, get_args
 
@@ -88,11 +87,6 @@ _encode_lines = _ENCODER.encode_lines
 _decode_lines = msgspec.json.Decoder().decode_lines
 _decode_envelopes = msgspec.json.Decoder(Envelope).decode_lines
 _decode = msgspec.json.Decoder().decode
-_update = attrgetter("params.update")
-_meta = attrgetter("params.meta")
-_chain = chain.from_iterable
-#: types of ``params.meta`` that hold no values
-_NO_META = frozenset({msgspec.UnsetType, type(None)})
 
 
 def _same_bytes(encoded: bytes, data: bytes) -> bool:
@@ -138,22 +132,16 @@ def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelo
     # decoder, as it would on the frame-by-frame path (which refuses both).
     inner = max_depth - 3
     long_value = min(sys.get_int_max_str_digits() or 1 << 62, 2 * (inner + 1) - 1)
-    # The longest value of every update measured in C (no Python step per
-    # message); only a run holding a long one, or a ``_meta``, is walked.
-    if len(data) > long_value and (
-        max(map(len, _chain(map(dict.values, map(_update, envelopes)))), default=0) > long_value
-        or not _NO_META.issuperset(map(type, map(_meta, envelopes)))
-    ):
-        for env in envelopes:
-            params = env.params
-            meta = params.meta
-            if type(meta) is dict:
-                for value in meta.values():
-                    if len(value) > long_value and not _fits(value, inner):
-                        return None
-            for value in params.update.values():
+    for env in envelopes:
+        params = env.params
+        meta = params.meta
+        if type(meta) is dict:
+            for value in meta.values():
                 if len(value) > long_value and not _fits(value, inner):
                     return None
+        for value in params.update.values():
+            if len(value) > long_value and not _fits(value, inner):
+                return None
     return envelopes
 
 

@@ -1,4 +1,4 @@
-"""The chunk fast path against the general ones: chunk_run / chunk_inspected and run_inspected.
+"""The chunk fast path against the general ones: chunk_run and chunk_static.
 
 Every verdict the bulk functions reach must be the one the per-message
 predicates reach on the same line (:func:`envelope_uninspected` on the
@@ -20,9 +20,9 @@ from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
     UPDATE_RULES,
-    chunk_inspected,
+    chunk_static,
     envelope_uninspected,
-    run_inspected,
+    run_sessions,
     uninspected,
 )
 from acp_proxy.core.wire.runs import CHUNK_KINDS, chunk_run, envelope_run
@@ -160,7 +160,7 @@ def chunkish_line(draw: st.DrawFn) -> bytes:
 def test_bulk_verdicts_equal_the_per_line_predicates(
     lines: list[bytes], same: bool, tools: bool
 ) -> None:
-    """chunk_inspected and run_inspected flag exactly the lines the per-message predicates do."""
+    """chunk_static with the known sessions flags exactly the lines the per-line predicates do."""
     if same:
         lines = [lines[0]] * len(lines)  # whole runs of one spelling reach the chunk path
     needs = NEEDS_WITH_TOOLS if tools else NEEDS
@@ -172,24 +172,29 @@ def test_bulk_verdicts_equal_the_per_line_predicates(
     if envs is not None:
         per_env = [j for j, e in enumerate(envs) if not envelope_uninspected(e, KNOWN, needs)]
         assert per_env == expected
-        assert run_inspected(envs, KNOWN, needs) == expected
     chunks = chunk_run(data)
     if chunks is not None:
         assert envs is not None  # nothing the general decode refuses
-        assert chunk_inspected(chunks, KNOWN, needs) == expected
-        assert [c.params.sessionId for c in chunks] == [e.params.sessionId for e in envs]
+        assert run_sessions(chunks) == run_sessions(envs)
+        assert _inspected(chunk_static(chunks, needs), run_sessions(chunks)) == expected
+
+
+def _inspected(static: list[bool] | None, sids: list[str], known: set[str] = KNOWN) -> list[int]:
+    """The lines a static verdict and the known sessions send to the engine, as ProxyCore._run."""
+    return [j for j, sid in enumerate(sids) if not ((static is None or static[j]) and sid in known)]
 
 
 def test_a_table_listing_a_chunk_kind_is_still_obeyed() -> None:
-    """chunk_inspected judges each line when ``needs`` lists a chunk kind."""
+    """chunk_static judges each line when ``needs`` lists a chunk kind."""
     data = b"\n".join([FIRST, FIRST.replace(b'"S"', b'"T"')])
     envs = chunk_run(data)
     assert envs is not None
-    assert chunk_inspected(envs, KNOWN) == []
-    assert chunk_inspected(envs, KNOWN, {"agent_message_chunk": None}) == [0, 1]
-    assert chunk_inspected(envs, KNOWN, {"agent_message_chunk": "content"}) == [0, 1]
-    assert chunk_inspected(envs, KNOWN, {"agent_message_chunk": "messageId"}) == []
-    assert chunk_inspected(envs, {"T"}) == [0]
+    sids = run_sessions(envs)
+    assert chunk_static(envs) is None
+    assert chunk_static(envs, {"agent_message_chunk": None}) == [False, False]
+    assert chunk_static(envs, {"agent_message_chunk": "content"}) == [False, False]
+    assert chunk_static(envs, {"agent_message_chunk": "messageId"}) == [True, True]
+    assert _inspected(None, sids, {"T"}) == [0]
 
 
 def test_the_spelling_hint_never_changes_a_verdict() -> None:
