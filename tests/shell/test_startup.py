@@ -8,16 +8,19 @@ or when the proxy exits; behaviour, not timing.
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import attrs
 import pytest
 
 from acp_proxy import cli
 from acp_proxy.config import Config
+from acp_proxy.config.records import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
@@ -77,6 +80,21 @@ OTHER_MODES = (
 )
 
 
+#: the attrs classes a stdio run makes with attrs' own compiled ``==`` and ``repr``
+#: (about 2 M instructions a class more than a :mod:`~acp_proxy.config.records`
+#: record): parts compared by identity, and the framing, pass-through and registry
+#: records of the hot path (left as they are)
+COMPILED_ON_THE_STDIO_PATH = {
+    "acp_proxy.core.engine.context.EngineContext",
+    "acp_proxy.shell.observe.Connection",
+    "acp_proxy.core.session.registry.Child",
+    "acp_proxy.core.wire.framing.Lines",
+    "acp_proxy.core.wire.framing.Oversize",
+    "acp_proxy.core.wire.framing.Partial",
+    "acp_proxy.core.wire.passthrough.UpdateRule",
+}
+
+
 def _modules(when: str, *argv: str) -> set[str]:
     done = subprocess.run(
         [sys.executable, "-c", HOOK, when, *argv],
@@ -116,6 +134,23 @@ def test_a_stdio_run_never_imports_what_other_modes_use() -> None:
     modules = _modules("exit", *AGENT)
     assert "acp_proxy.shell.topology.stdio" in modules  # the hook saw the run
     assert _loaded(modules, OTHER_MODES) == []
+
+
+def test_a_stdio_run_makes_its_records_without_compiled_comparisons() -> None:
+    """The config sections and the core's records a stdio run imports share
+    ``==``/``repr``/``hash`` (``config/records.py``); a new attrs class on the path
+    with compiled ones fails here until it does too or is listed."""
+    modules = _modules("exit", *AGENT)
+    compiled = set()
+    for name in sorted(m for m in modules if m.startswith("acp_proxy.")):
+        if name == "acp_proxy.__main__":
+            continue
+        for obj in vars(importlib.import_module(name)).values():
+            made_here = isinstance(obj, type) and attrs.has(obj) and obj.__module__ == name
+            if made_here and obj.__repr__ is not Record.__repr__:
+                compiled.add(f"{name}.{obj.__qualname__}")
+    assert "acp_proxy.config.model" in modules
+    assert compiled == COMPILED_ON_THE_STDIO_PATH
 
 
 def test_the_default_config_is_what_the_early_start_assumes() -> None:
