@@ -49,10 +49,12 @@ from acp_proxy.core.wire.jsonscan import request_id_from_prefix
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
+    chunk_static,
     envelope_uninspected,
+    run_sessions,
     uninspected,
 )
-from acp_proxy.core.wire.runs import envelope_run, plain_run
+from acp_proxy.core.wire.runs import chunk_run, envelope_run, plain_run
 from acp_proxy.core.wire.verdict import Verdict
 
 __all__ = ["CoreStatistics", "ProxyCore"]
@@ -323,21 +325,38 @@ class ProxyCore(EnginePart):
         return out
 
     def _run(self, data: bytes, now: float) -> list[Action] | None:
-        """An agent run decoded at once, or ``None`` when it cannot be (one item per line)."""
-        items: list[Any] | None = envelope_run(data, self._max_depth)
+        """An agent run decoded at once, or ``None`` when it cannot be (one item per line).
+
+        A run of content chunks is judged in bulk except for the sessions
+        (:func:`~acp_proxy.core.wire.passthrough.chunk_static`); every line is
+        decided against the sessions known when its turn comes, as alone (an
+        inspected message before it may make the registry learn or forget one).
+        """
+        known = self._known
+        needs = self._needs
+        sids: list[str] | None = None
+        static: list[bool] | None = None
         check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = envelope_uninspected
-        if items is None:
+        items: list[Any] | None = chunk_run(data, self._max_depth)
+        if items is not None:
+            static = chunk_static(items, needs)
+            sids = run_sessions(items)
+        elif (items := envelope_run(data, self._max_depth)) is None:
             items = plain_run(data, self._max_depth)
             check = uninspected
             if items is None:
                 return None
-        known = self._known
-        needs = self._needs
+        count = len(items)
+        if sids is not None and static is None and known.issuperset(sids):
+            return self._forward_fast(data, count)
         out: list[Action] = []
         frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
         for j, item in enumerate(items):
-            if check(item, known, needs):
+            if sids is None:
+                if check(item, known, needs):
+                    continue
+            elif (static is None or static[j]) and sids[j] in known:
                 continue
             if not frames:
                 frames = data.split(b"\n")  # one line per item
@@ -352,9 +371,9 @@ class ProxyCore(EnginePart):
             )
             start = j + 1
         if not frames:
-            return self._forward_fast(data, len(items))
-        if start < len(frames):
-            out.extend(self._forward_fast(b"\n".join(frames[start:]), len(frames) - start))
+            return self._forward_fast(data, count)
+        if start < count:
+            out.extend(self._forward_fast(b"\n".join(frames[start:]), count - start))
         return out
 
     def _message(self, source: Peer, m: Message, now: float) -> list[Action]:
