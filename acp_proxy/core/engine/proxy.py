@@ -46,6 +46,7 @@ from acp_proxy.core.wire.jsonrpc import (
     parse,
 )
 from acp_proxy.core.wire.jsonscan import request_id_from_prefix
+from acp_proxy.core.wire.memo import LineMemo
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
@@ -113,6 +114,7 @@ class ProxyCore(EnginePart):
         self.agent_deaf = False
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
+        self._inspected = LineMemo(self._reparse)  # inspected lines of runs (repeats)
         self.agent = AgentDirection(ctx)
         self.client = ClientDirection(ctx, self.agent)
 
@@ -346,7 +348,7 @@ class ProxyCore(EnginePart):
             out.extend(
                 self._message(
                     _AGENT,
-                    self._reparse(frames[j]),
+                    self._inspected(frames[j]),  # a repeated line: its first parse
                     now,
                 )
             )
