@@ -24,6 +24,7 @@ from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
 from acp_proxy.core.wire.passthrough import CANCEL_REQUEST, REFERENCE_LISTS, UPDATE_RULES
+from acp_proxy.core.wire.verdict import Verdict
 from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["CANCEL_REQUEST", "AgentDirection"]
@@ -35,6 +36,8 @@ _NOTIFICATION = Kind.NOTIFICATION
 _RESPONSE = Kind.RESPONSE
 
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
+_OK = Verdict.OK
+_REPEATS_REPORT = "repeats the last state_update"
 
 
 #: A ``subagent_update``'s state mirror (:meth:`AgentDirection._mirror`).
@@ -94,6 +97,44 @@ class AgentDirection(EnginePart):
                 self.route_all(released, now, out)
             return
         self.route_all([m], now, out)
+
+    def repeated_report(self, m: Message, out: list[Action]) -> bool:
+        """Drops ``m`` as :meth:`handle` would and returns True when it is a
+        ``state_update`` notification byte for byte the frame that delivered its
+        session's last report (:meth:`~acp_proxy.core.session.dedup.StateDedup.repeats`)
+        and no session it names is unknown; else False, nothing done (issue 29).
+
+        The whole path decides the same for such a message, step by step: a
+        ``state_update`` is never on the fast path (always inspected); the frame
+        was delivered, so its verdict is ``OK`` (and ``m``'s, the same bytes
+        parsed by the same pure function); it is delivered when
+        :meth:`unknown_session` finds nothing (asked here too), then read by
+        :meth:`_read_state_update`, which finds it a duplicate (the same bytes:
+        the same snapshot) and drops it with the same audit record. A turn
+        budget counts each report, so while one does this is not taken.
+        """
+        if (
+            m.kind is not _NOTIFICATION
+            or m.verdict is not _OK
+            or not self._dedup_on
+            or self.budgets.watches_turns
+        ):
+            return False
+        p = m.params
+        if p is None:
+            return False
+        sid = p.get("sessionId")
+        if (
+            type(sid) is not str
+            or not self.dedup.repeats(("self", sid), m.raw)
+            or self.unknown_session(m) is not None
+        ):
+            return False
+        n = self.n
+        n.accepted += 1
+        n.duplicates_removed += 1
+        self.ledger.drop(out, m, _AGENT, AuditEvent.DUPLICATE_DROPPED, _REPEATS_REPORT)
+        return True
 
     def _response(self, m: Message, now: float, out: list[Action]) -> None:
         """An agent response to a client request: forwarded, then what it settles
@@ -486,9 +527,7 @@ class AgentDirection(EnginePart):
             snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
         if snapshot is None or dedup.is_duplicate(channel, snapshot):
             self.n.duplicates_removed += 1
-            self.ledger.drop(
-                out, m, _AGENT, AuditEvent.DUPLICATE_DROPPED, "repeats the last state_update"
-            )
+            self.ledger.drop(out, m, _AGENT, AuditEvent.DUPLICATE_DROPPED, _REPEATS_REPORT)
             return []
         dedup.delivered(channel, snapshot, footprint(snapshot, self._dedup_cap), m.raw)
         return None

@@ -361,14 +361,12 @@ class ProxyCore(EnginePart):
 
     def _message(self, source: Peer, m: Message, now: float) -> list[Action]:
         """One parsed frame (a message, or a batch of them) from ``source``."""
-        if (
-            m.kind is _NOTIFICATION
-            and source is _AGENT
-            and m.verdict is _OK
-            and uninspected(m.body, self._known, self._needs)
-        ):
-            return self._forward_fast(m.raw)
         out: list[Action] = []
+        if m.kind is _NOTIFICATION and source is _AGENT and m.verdict is _OK:
+            if uninspected(m.body, self._known, self._needs):
+                return self._forward_fast(m.raw)
+            if self.agent.repeated_report(m, out):  # a repeated state report, dropped
+                return out
         if m.kind is _BATCH:
             self._batch(source, m, out)
         else:

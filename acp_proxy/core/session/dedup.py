@@ -36,8 +36,9 @@ class StateDedup:
         max_raw_bytes: bytes of the frames that delivered the snapshots kept
             beside them (:meth:`repeats`; frames of at most
             :data:`MAX_RAW_BYTES` each, not counted in ``max_bytes``, so what
-            is remembered and forgotten does not depend on them). Past it a
-            frame is not kept: its repeats are found by :meth:`is_duplicate`.
+            is remembered and forgotten does not depend on them). Past it the
+            least recently delivered frames are let go (their snapshots stay):
+            their repeats are found by :meth:`is_duplicate`.
     """
 
     def __init__(self, max_bytes: int = 8 * 1024 * 1024, max_raw_bytes: int = 64 * 1024) -> None:
@@ -100,14 +101,14 @@ class StateDedup:
         self.nbytes += nbytes
         while self.nbytes > self.max_bytes:
             self._forget(next(iter(self._last)))
-        if (
-            raw is not None
-            and channel in self._last
-            and len(raw) <= MAX_RAW_BYTES
-            and self.raw_bytes + len(raw) <= self.max_raw_bytes
-        ):
-            self._raws[channel] = raw
-            self.raw_bytes += len(raw)
+        if raw is not None and channel in self._last and len(raw) <= MAX_RAW_BYTES:
+            raws = self._raws
+            while raws and self.raw_bytes + len(raw) > self.max_raw_bytes:
+                # the least recently delivered frame goes (its snapshot stays)
+                self.raw_bytes -= len(raws.pop(next(iter(raws))))
+            if self.raw_bytes + len(raw) <= self.max_raw_bytes:
+                raws[channel] = raw
+                self.raw_bytes += len(raw)
 
     def _forget(self, channel: Channel) -> None:
         if self._last.pop(channel, _UNCONFIRMED) is not _UNCONFIRMED:

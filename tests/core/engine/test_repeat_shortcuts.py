@@ -91,14 +91,19 @@ AGENT_LINES: list[bytes] = [
     chunk("C2", "early"),
     update("P", {"sessionUpdate": "session_message", "senderSessionId": "C1",
                  "recipientSessionId": "C2", "content": {"type": "text", "text": "hi"}}),
+    update("P", {"sessionUpdate": "state_update", "state": "running",
+                 "background": [{"type": "subagent", "sessionId": "C3"}]}),
     resp(100, {}),
     err(101),
+    resp(102, {}),
+    resp(103, {}),
 ]  # fmt: skip
 
 CLIENT_LINES: list[bytes] = [
     req(100, "session/load", {"sessionId": "P", "cwd": "/", "mcpServers": []}),
     req(101, "session/resume", {"sessionId": "P", "cwd": "/"}),
-    req(102, "session/close", {"sessionId": "C1"}),
+    req(102, "session/close", {"sessionId": "C1"}),  # C3 retired: unknown again
+    req(103, "session/close", {"sessionId": "P"}),  # every child retired
 ]
 
 STEP = st.one_of(
@@ -122,6 +127,7 @@ def _without_shortcuts(core: ProxyCore) -> ProxyCore:
     core._inspected = core._reparse  # type: ignore[method-assign]
     core.agent._view = view_subagent_update  # type: ignore[method-assign]
     core.dedup.repeats = lambda channel, raw: False  # type: ignore[method-assign]
+    core.agent.repeated_report = lambda m, out: False  # type: ignore[method-assign]
     return core
 
 
@@ -265,3 +271,45 @@ def test_repeats_implies_is_duplicate(events: list[tuple[str, int | None]]) -> N
             dedup.delivered(channel, snaps[k], 40, frames[k])
         kept = [f for s in "abc" for f in frames.values() if dedup.repeats(("self", s), f)]
         assert dedup.raw_bytes == sum(map(len, kept)) <= 20
+
+
+def test_a_repeated_report_naming_a_retired_child_is_held_not_dropped() -> None:
+    """The same bytes, but a session they name left the registry meanwhile: the
+    repeat is held as the whole path holds it, on both cores."""
+    named = update(
+        "P",
+        {
+            "sessionUpdate": "state_update",
+            "state": "running",
+            "background": [{"type": "subagent", "sessionId": "C3"}],
+        },
+    )
+    steps: list[tuple[str, list[Any]]] = [
+        ("client", [req(9, "session/new", {"cwd": "/", "mcpServers": []})]),
+        ("agent", [resp(9, {"sessionId": "Q"})]),
+        ("agent", [announce("Q", "C3", capabilities=CAPS, state={"state": "running"})]),
+        ("agent", [named]),
+        ("client", [req(102, "session/close", {"sessionId": "Q"})]),
+        ("agent", [resp(102, {})]),  # C3 retired with Q: unknown again
+        ("agent", [named]),
+    ]
+    fast, slow = _run(Config(), steps, True), _run(Config(), steps, False)
+    assert fast == slow
+    held = fast[3 * 6]  # the actions of the last step
+    assert [a.event for a in held] == ["held"]  # type: ignore[union-attr]
+
+
+def test_a_repeated_report_of_a_forgotten_session_is_held_not_dropped() -> None:
+    """``limits.max_sessions`` forgets the oldest ordinary session (its traffic is held
+    again) without forgetting its reports: its repeat is held, not dropped."""
+    config = Config(limits=LimitsConfig(max_sessions=1))
+    line = state_update("P", "running")
+    steps: list[tuple[str, list[Any]]] = [
+        ("agent", [line]),
+        ("client", [req(9, "session/new", {"cwd": "/", "mcpServers": []})]),
+        ("agent", [resp(9, {"sessionId": "Q"})]),  # P forgotten
+        ("agent", [line]),
+    ]
+    fast, slow = _run(config, steps, True), _run(config, steps, False)
+    assert fast == slow
+    assert [a.event for a in fast[3 * 3]] == ["held"]  # type: ignore[union-attr]
