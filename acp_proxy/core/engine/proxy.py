@@ -114,7 +114,7 @@ class ProxyCore(EnginePart):
         self.agent_deaf = False
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
-        self._inspected = LineMemo(self._reparse)  # inspected lines of runs (repeats)
+        self._inspected = LineMemo(self._reparse).parse  # inspected lines of runs (repeats)
         self.agent = AgentDirection(ctx)
         self.client = ClientDirection(ctx, self.agent)
 
@@ -345,13 +345,8 @@ class ProxyCore(EnginePart):
                 frames = data.split(b"\n")  # one line per item
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
-            out.extend(
-                self._message(
-                    _AGENT,
-                    self._inspected(frames[j]),  # a repeated line: its first parse
-                    now,
-                )
-            )
+            # a repeated line: its first parse; not the fast path (the run's check said so)
+            out.extend(self._inspect(self._inspected(frames[j]), now))
             start = j + 1
         if not frames:
             return self._forward_fast(data, len(items))
@@ -371,6 +366,20 @@ class ProxyCore(EnginePart):
             self._batch(source, m, out)
         else:
             self._dispatch(source, m, now, out)
+        return out
+
+    def _inspect(self, m: Message, now: float) -> list[Action]:
+        """:meth:`_message` of an agent line of a run that the run's check
+        (:func:`~acp_proxy.core.wire.passthrough.envelope_uninspected` or
+        :func:`~acp_proxy.core.wire.passthrough.uninspected` of the same line)
+        did not pass: its own test of the fast path is not made again. A line of
+        a run is one JSON object (never a batch). Exact even if the two tests
+        disagreed: the fast path forwards only what the engine forwards
+        unchanged, and counts it the same."""
+        out: list[Action] = []
+        if m.kind is _NOTIFICATION and m.verdict is _OK and self.agent.repeated_report(m, out):
+            return out  # a repeated state report, dropped
+        self._dispatch(_AGENT, m, now, out)
         return out
 
     def _batch(self, source: Peer, m: Message, out: list[Action]) -> None:

@@ -25,7 +25,8 @@ __all__ = ["LineMemo"]
 
 
 class LineMemo:
-    """``parse`` of a line, remembered for the last ``entries`` lines parsed.
+    """``parse`` of a line, remembered for the last ``entries`` lines parsed
+    (:meth:`parse`).
 
     Args:
         parse: the connection's parse (its limits bound).
@@ -45,7 +46,7 @@ class LineMemo:
         self._max_line = max_line_bytes
         self._seen: dict[bytes, Message] = {}
 
-    def __call__(self, raw: bytes) -> Message:
+    def parse(self, raw: bytes) -> Message:
         """The message ``parse(raw)`` builds (the one built before, for a line
         remembered). Never raises (``parse`` does not)."""
         seen = self._seen

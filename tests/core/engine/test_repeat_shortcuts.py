@@ -186,17 +186,18 @@ def test_a_repeated_state_report_is_dropped_without_a_second_parse() -> None:
     open_session(core, "P")
     line = state_update("P", "running")
     parsed: list[bytes] = []
-    memo = core._inspected
 
     def counting(raw: bytes) -> Any:
         parsed.append(raw)
-        return memo(raw)
+        return core._reparse(raw)
 
-    core._inspected = counting  # type: ignore[method-assign]
+    memo = LineMemo(counting)
+    core._inspected = memo.parse  # type: ignore[method-assign]
     first = core.receive(AGENT, Lines(line), 0.0)
     again = core.receive(AGENT, Lines(line), 0.0)
     assert [type(a).__name__ for a in first] == ["Send"]
     assert [a.event for a in again] == ["duplicate_dropped"]  # type: ignore[union-attr]
+    assert parsed == [line]
     assert len(memo) == 1
     assert core.dedup.repeats(("self", "P"), line)
     assert core.statistics().duplicates_removed == 1
@@ -206,7 +207,7 @@ def test_a_repeated_state_report_is_dropped_without_a_second_parse() -> None:
 def test_the_line_memo_gives_what_parse_gives(lines: list[bytes]) -> None:
     memo = LineMemo(parse, entries=3, max_line_bytes=200)
     for raw in lines:
-        got, want = memo(raw), parse(raw)
+        got, want = memo.parse(raw), parse(raw)
         assert {s: getattr(got, s) for s in got.__slots__ if s != "items"} == {
             s: getattr(want, s) for s in want.__slots__ if s != "items"
         }
