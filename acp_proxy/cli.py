@@ -23,16 +23,9 @@ line on stderr; 1 for a failed ``--connect`` and for an internal error.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import gc
 import os
-import shlex
-import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from acp_proxy import __version__
 from acp_proxy.config.files import (
@@ -47,10 +40,17 @@ from acp_proxy.config.files import (
     resolve_audit_paths,
 )
 from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
+from acp_proxy.shell.fast_lane import read_options
 from acp_proxy.shell.log_levels import DEFAULT_LEVEL, LEVEL_NAMES, register_notice
 
+# The agent of the common command lines starts before argparse, typing, shlex and
+# signal are imported (issue 29).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the shell, the config tree and logging are imported when used (issue 29)
+    import argparse
     import logging
+    from collections.abc import Awaitable, Callable, Sequence
+    from typing import NoReturn, TextIO
 
     from acp_proxy.config import Config
     from acp_proxy.shell.audit import AuditLog
@@ -105,14 +105,15 @@ _MODE_OPTIONS = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose mistakes are one :class:`UsageError` sentence."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see acp-proxy --help)")
-
-
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        """An argument parser whose mistakes are one :class:`UsageError` sentence."""
+
+        def error(self, message: str) -> NoReturn:
+            raise UsageError(f"{message} (see acp-proxy --help)")
+
     p = _Parser(
         prog="acp-proxy",
         usage=USAGE,
@@ -320,6 +321,8 @@ STDOUT_CLOSED_STATUS = 128 + 13
 def _stdout_closed() -> int:
     """Quiet exit when the reader of stdout went away: stdout is pointed at
     /dev/null so that the interpreter's final flush does not fail again."""
+    import contextlib
+
     with contextlib.suppress(OSError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -354,11 +357,19 @@ def _main(argv: list[str]) -> int:
         from acp_proxy.shell.view import run_view
 
         return run_view(opts[1:])
-    try:
-        args, extra = _parser().parse_known_args(opts)
-    except SystemExit as exc:  # --help, --version
-        return 0 if exc.code == 0 else 2
+    if opts == ["--version"]:  # what argparse prints for it, without the parser (issue 29)
+        print(f"acp-proxy {__version__}")
+        return 0
+    args = read_options(opts)  # the common forms (shell.fast_lane), else argparse
+    extra: list[str] = []
+    if args is None:
+        try:
+            args, extra = _parser().parse_known_args(opts)
+        except SystemExit as exc:  # --help, --version
+            return 0 if exc.code == 0 else 2
     if extra:
+        import shlex
+
         if not extra[0].startswith("-"):
             raise UsageError(
                 "put -- before the agent command: "
@@ -549,6 +560,9 @@ def _fail_closed(mode: str, cfg: Config, reason: str, audit: AuditLog | None) ->
 def _die_like_the_agent(signum: int) -> int:
     """The agent died of ``signum``: the proxy dies of it too (default handler), so the
     client sees the same; returns 128+N only if the signal does not end the process."""
+    import contextlib
+    import signal
+
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -659,6 +673,8 @@ def _mode_runner(
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments (``early``: the agent of
     the stdio form, already started)."""
+    from functools import partial
+
     if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
         from acp_proxy.shell.budget_store import store_for
 
@@ -722,6 +738,8 @@ def _print_config(rest: list[str]) -> int:
         )
         return 0
     if len(rest) != 1 or rest[0] not in BUNDLED:
+        import shlex
+
         raise UsageError(f"{usage} (got {shlex.join(rest) or 'nothing'})")
     print(bundled_text(rest[0]), end="")
     return 0

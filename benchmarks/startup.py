@@ -16,6 +16,12 @@ every launch would compile the whole of acp_proxy again (about +250 ms on the
 2-CPU machine), which no installed proxy does. ``acp-proxy --version`` (the
 interpreter and the command line's imports) is timed too.
 
+The relay's hop is timed too (:func:`first_hop`): an agent that answers
+``initialize`` half a second after reading it (the proxy is set up by then), then
+writes three notifications 0.1 s apart, each carrying the time it was written
+(``time.monotonic_ns``, one clock for every process); the client reads the time
+each took to arrive, directly and through the proxy.
+
 ``python -m benchmarks startup [RUNS]`` runs only this part.
 """
 
@@ -35,6 +41,7 @@ from typing import Any
 from benchmarks.sandbox_startup import time_to_initialize
 
 __all__ = [
+    "first_hop",
     "install_ts_sdk",
     "main",
     "sdk_installed",
@@ -127,6 +134,56 @@ def version_ms(runs: int, timeout_s: float) -> float:
     return round(statistics.median(times) * 1e3, 1)
 
 
+#: the agent of :func:`first_hop`: ``initialize`` answered after ``argv[1]`` seconds, then
+#: three notifications; each line carries the time it was written (ns, monotonic clock)
+HOP_AGENT = """
+import sys, time
+sys.stdin.readline()
+time.sleep(float(sys.argv[1]))
+line = '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"t":%d}}'
+for _ in range(4):
+    sys.stdout.write(line % time.monotonic_ns() + "\\n")
+    sys.stdout.flush()
+    time.sleep(0.1)
+    line = '{"jsonrpc":"2.0","method":"_x/t","params":{"t":%d}}'
+sys.stdin.read()
+"""
+
+
+def _hops(argv: list[str], timeout_s: float) -> list[float]:
+    """Milliseconds each of the hop agent's four lines took to reach the client."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    proc.stdin.write(INIT)
+    proc.stdin.flush()
+    hops = []
+    for _ in range(4):
+        line = proc.stdout.readline()
+        arrived = time.monotonic_ns()
+        message = json.loads(line)
+        hops.append((arrived - (message.get("result") or message["params"])["t"]) / 1e6)
+    proc.stdin.close()
+    proc.wait(timeout=timeout_s)
+    return hops
+
+
+def first_hop(runs: int, timeout_s: float) -> dict[str, Any]:
+    """Medians (ms) of the time from the agent's write to the client's read, for the
+    first line (the ``initialize`` answer) and the later ones, direct and through the
+    proxy (set up before the agent writes)."""
+    agent = [sys.executable, "-c", HOP_AGENT, "0.5"]
+    out: dict[str, Any] = {"runs": runs}
+    for name, argv in (
+        ("direct", agent),
+        ("proxy", [sys.executable, "-m", "acp_proxy", "--", *agent]),
+    ):
+        rows = [_hops(argv, timeout_s) for _ in range(runs)]
+        out[f"{name}_first_ms"] = round(statistics.median(r[0] for r in rows), 3)
+        out[f"{name}_later_ms"] = round(statistics.median(h for r in rows for h in r[1:]), 3)
+    return out
+
+
 def startup_added(runs: int, timeout_s: float) -> dict[str, Any]:
     """Medians (ms) of the time to the ``initialize`` answer, direct and through the proxy.
 
@@ -160,6 +217,7 @@ def startup_added(runs: int, timeout_s: float) -> dict[str, Any]:
                 "added_ms": round(p - d, 1),
             }
         out["version_ms"] = version_ms(runs, timeout_s)
+        out["first_hop"] = first_hop(runs, timeout_s)
     finally:
         if old is None:
             del os.environ["PYTHONPATH"]
@@ -180,6 +238,12 @@ def main(argv: list[str]) -> int:
     from benchmarks.report import startup_lines
 
     print("\n".join(startup_lines(res)))
+    hop = res["startup"]["first_hop"]
+    print(
+        f"agent line to client, ms (median): direct first {hop['direct_first_ms']} / later "
+        f"{hop['direct_later_ms']}; proxy first {hop['proxy_first_ms']} / later "
+        f"{hop['proxy_later_ms']}"
+    )
     print(json.dumps(res, separators=(", ", ": ")), flush=True)
     return 0
 

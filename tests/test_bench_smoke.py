@@ -97,6 +97,10 @@ def test_startup_added_and_batch_rss_are_reported(smoke_result: dict[str, Any]) 
     assert python["direct_ms"] > 0
     assert python["proxy_ms"] > 0
     assert abs(python["added_ms"] - (python["proxy_ms"] - python["direct_ms"])) < 0.15
+    hop = smoke_result["startup"]["first_hop"]  # the relay's hop, first line and later ones
+    assert all(
+        hop[f"{way}_{line}_ms"] > 0 for way in ("direct", "proxy") for line in ("first", "later")
+    )
     for direction in ("agent", "client"):
         fig = smoke_result["batch_rss"][direction]
         assert 5 < fig["peak_rss_mib"] <= fig["bound_mib"], fig

@@ -13,9 +13,10 @@ the default configuration before it builds one (issue 29).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing is not imported before the agent's early start (issue 29)
 if TYPE_CHECKING:
+    from typing import Any
+
     from acp_proxy.config.model import (
         DEFAULT_CHILD_MUTATIONS,
         DEFAULT_CHILD_READ_ONLY,

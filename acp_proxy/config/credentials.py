@@ -80,8 +80,9 @@ def credential_globs() -> tuple[str, ...]:
     )
 
 
-#: programs that run the agent named by a later word (``npx -y claude-code-acp``)
-_LAUNCHERS = re.compile(
+#: programs that run the agent named by a later word (``npx -y claude-code-acp``); a
+#: pattern compiled on first use, not at import (issue 29: start-up)
+_LAUNCHERS = (
     r"^(npx|bunx|pnpx|uvx|pipx|node|nodejs|deno|bun|npm|pnpm|yarn|uv|env|sh|bash|exec|"
     r"run|dlx|tool|python[0-9.]*)$"
 )
@@ -94,7 +95,7 @@ def _agent_words(command: Sequence[str]) -> list[str]:
         if word.startswith("-"):
             continue
         parts = [p for p in word.lower().split("/") if p]
-        if parts and _LAUNCHERS.match(parts[-1]):
+        if parts and re.match(_LAUNCHERS, parts[-1]):
             continue
         return parts
     return []

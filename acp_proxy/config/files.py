@@ -11,13 +11,14 @@ in the middle of a session. This module never imports trio.
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import stat
-from typing import TYPE_CHECKING
+import sys
 
 from acp_proxy.errors import ConfigError, UsageError
 
+# Neither typing, re nor shutil before the agent's early start, which looks up its
+# command here (issue 29).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the tree is not needed for paths and commands (issue 29: start-up)
     from acp_proxy.config.model import Config
 
@@ -34,6 +35,7 @@ __all__ = [
     "open_regular",
     "resolve_audit_paths",
     "state_home",
+    "which",
 ]
 
 #: the configurations shipped inside the package (``acp-proxy config NAME``) and what
@@ -51,7 +53,8 @@ BUNDLED = tuple(BUNDLED_ABOUT)
 
 _EXAMPLES = frozenset({"budgets", "permissions"})
 
-_UNSET_VAR = re.compile(r"\$(\w+|\{[^}]*\})")
+#: a ``$VAR`` or ``${VAR}`` left after expansion (a regular expression, compiled when used)
+_UNSET_VAR = r"\$(\w+|\{[^}]*\})"
 
 
 def bundled_text(name: str) -> str:
@@ -85,11 +88,15 @@ def expand_path(value: str, what: str) -> str:
     """
     if not value:
         return value
+    if "$" not in value and not value.startswith("~"):
+        return value  # nothing to expand
+    import re
+
     if not os.environ.get("XDG_STATE_HOME"):  # its XDG default, so strict.toml works as is
         value = value.replace("${XDG_STATE_HOME}", "$XDG_STATE_HOME")
         value = re.sub(r"\$XDG_STATE_HOME(?!\w)", lambda _m: state_home(), value)
     expanded = os.path.expandvars(value)
-    unset = _UNSET_VAR.search(expanded)
+    unset = re.search(_UNSET_VAR, expanded)
     if unset is not None:
         name = unset.group(1).strip("{}")
         raise UsageError(f"{what} {value!r} names the environment variable {name}, which is unset")
@@ -171,7 +178,7 @@ def find_command(command: str) -> str:
             return command
         reason = "does not exist" if not os.path.exists(command) else "is not an executable file"
         raise UsageError(f"agent command {command!r} {reason}")
-    found = shutil.which(command)
+    found = which(command)
     if found is None:
         raise UsageError(
             f"agent command {command!r} was not found on PATH; give its absolute path "
@@ -179,6 +186,40 @@ def find_command(command: str) -> str:
         )
     _check_interpreter(found)
     return found
+
+
+def which(command: str) -> str | None:
+    """``shutil.which(command)`` on POSIX, without importing :mod:`shutil` (issue 29):
+    ``command`` itself when it has a directory part, else the first directory of
+    ``PATH`` (once each) holding it; ``None`` when none is an executable file.
+    A test checks the two agree."""
+    if sys.platform == "win32":
+        import shutil
+
+        return shutil.which(command)
+    if os.path.dirname(command):
+        return command if _executable(command) else None
+    path = os.environ.get("PATH")
+    if path is None:
+        try:
+            path = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            path = os.defpath
+    if not path:  # PATH="" finds nothing; PATH=":" looks in the working directory
+        return None
+    seen = set()
+    for directory in path.split(os.pathsep):
+        if directory in seen:
+            continue
+        seen.add(directory)
+        name = os.path.join(directory, command)
+        if _executable(name):
+            return name
+    return None
+
+
+def _executable(path: str) -> bool:
+    return os.path.exists(path) and os.access(path, os.X_OK) and not os.path.isdir(path)
 
 
 def _check_interpreter(command: str) -> None:
@@ -204,7 +245,7 @@ def _check_interpreter(command: str) -> None:
             "install that interpreter or correct the script's #! line"
         )
     names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
-    if os.path.basename(interpreter) == "env" and names and shutil.which(names[0]) is None:
+    if os.path.basename(interpreter) == "env" and names and which(names[0]) is None:
         raise UsageError(
             f"agent command {command!r} starts with #!{' '.join(words)}, and {names[0]!r} "
             "was not found on PATH: install it or correct the script's #! line"

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 import attrs
 
 from acp_proxy.config.credentials import SANDBOX_DENY_READ
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.config.toml_text import describe, dotted
 from acp_proxy.errors import ConfigError
 
@@ -158,12 +159,12 @@ def _read_only_list(inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> 
             )
 
 
+# The patterns below are compiled on first use (``re``'s own cache), not at import:
+# a default configuration never reads them (issue 29: start-up).
 # scheme://host[:port], as a browser sends it in an Origin header (a trailing "/" is tolerated)
-_ORIGIN = re.compile(
-    r"[a-z][a-z0-9+.-]*://(\[[0-9a-f:.]+\]|[a-z0-9._~%-]+)(:[0-9]{1,5})?/?", re.IGNORECASE
-)
+_ORIGIN = r"[a-z][a-z0-9+.-]*://(\[[0-9a-f:.]+\]|[a-z0-9._~%-]+)(:[0-9]{1,5})?/?"
 # a host name, IPv4 address or bracketed IPv6 address, without a port
-_HOST = re.compile(r"\[[0-9a-f:.]+\]|[a-z0-9._-]+", re.IGNORECASE)
+_HOST = r"\[[0-9a-f:.]+\]|[a-z0-9._-]+"
 
 
 def _origins(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
@@ -174,7 +175,7 @@ def _origins(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
                 "e.g. 'https://app.example'",
                 (attr.name, index),
             )
-        if not _ORIGIN.fullmatch(origin):
+        if not re.fullmatch(_ORIGIN, origin, re.IGNORECASE):
             raise InvalidValue(
                 f"expected an origin such as 'https://app.example:8443', got {describe(origin)}",
                 (attr.name, index),
@@ -183,7 +184,7 @@ def _origins(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
 
 def _hosts(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
     for index, host in enumerate(value):
-        if not _HOST.fullmatch(host):
+        if not re.fullmatch(_HOST, host, re.IGNORECASE):
             raise InvalidValue(
                 "expected a host name or address without a port, such as 'acp.example' or "
                 f"'[2001:db8::1]', got {describe(host)}",
@@ -191,8 +192,8 @@ def _hosts(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
             )
 
 
-@attrs.frozen
-class LimitsConfig:
+@attrs.frozen(eq=False, repr=False)
+class LimitsConfig(FrozenRecord):
     """Size limits.
 
     Attributes:
@@ -260,8 +261,8 @@ class LimitsConfig:
 OnExpire = Literal["release", "drop"]
 
 
-@attrs.frozen
-class HoldConfig:
+@attrs.frozen(eq=False, repr=False)
+class HoldConfig(FrozenRecord):
     """Hold buffer for agent traffic on sessions the client cannot know yet.
 
     Attributes:
@@ -280,8 +281,8 @@ class HoldConfig:
     on_expire: OnExpire = attrs.field(default="release", validator=_member_of(OnExpire))
 
 
-@attrs.frozen
-class EnforcementConfig:
+@attrs.frozen(eq=False, repr=False)
+class EnforcementConfig(FrozenRecord):
     """Capability enforcement on child sessions (docs/protocol.md section 4: an allowlist).
 
     A client message whose ``params.sessionId`` names a child reaches the
@@ -321,8 +322,8 @@ class EnforcementConfig:
                 )
 
 
-@attrs.frozen
-class DedupConfig:
+@attrs.frozen(eq=False, repr=False)
+class DedupConfig(FrozenRecord):
     """Duplicate state report removal.
 
     Attributes:
@@ -332,8 +333,8 @@ class DedupConfig:
     state_reports: bool = True
 
 
-@attrs.frozen
-class AuditConfig:
+@attrs.frozen(eq=False, repr=False)
+class AuditConfig(FrozenRecord):
     """Audit log.
 
     Attributes:
@@ -354,8 +355,8 @@ class AuditConfig:
     hmac_key_file: str = ""
 
 
-@attrs.frozen
-class TraceConfig:
+@attrs.frozen(eq=False, repr=False)
+class TraceConfig(FrozenRecord):
     """Wire trace (docs/trace-format.md).
 
     Attributes:
@@ -368,8 +369,8 @@ class TraceConfig:
     include_content: bool = False
 
 
-@attrs.frozen
-class TelemetryConfig:
+@attrs.frozen(eq=False, repr=False)
+class TelemetryConfig(FrozenRecord):
     """Metrics and status; OpenTelemetry.
 
     Attributes:
@@ -383,8 +384,8 @@ class TelemetryConfig:
     enabled: bool = False
 
 
-@attrs.frozen
-class ProcessConfig:
+@attrs.frozen(eq=False, repr=False)
+class ProcessConfig(FrozenRecord):
     """The agent subprocess.
 
     Attributes:
@@ -397,8 +398,8 @@ class ProcessConfig:
     kill_after_seconds: float = attrs.field(default=5.0, validator=_non_negative)
 
 
-@attrs.frozen
-class ListenConfig:
+@attrs.frozen(eq=False, repr=False)
+class ListenConfig(FrozenRecord):
     """WebSocket listener (``--listen``).
 
     Attributes:
@@ -571,8 +572,8 @@ def _timeout(_inst: Any, attr: attrs.Attribute[Any], value: float | None) -> Non
         raise InvalidValue(f"must be a finite number > 0, got {describe(value)}", (attr.name,))
 
 
-@attrs.frozen
-class PermissionRule:
+@attrs.frozen(eq=False, repr=False)
+class PermissionRule(FrozenRecord):
     """One ``[[permissions.rules]]`` entry (``config/examples/permissions.toml``).
 
     A rule applies to one agent->client ``method`` and matches a request when
@@ -718,8 +719,8 @@ def _unique_names(_inst: Any, attr: attrs.Attribute[Any], value: list[Permission
         seen[rule.name] = index
 
 
-@attrs.frozen
-class PermissionsConfig:
+@attrs.frozen(eq=False, repr=False)
+class PermissionsConfig(FrozenRecord):
     """What an agent may ask of the client (issue 19; ``[[permissions.rules]]``).
 
     Attributes:
@@ -740,21 +741,19 @@ StoreFail = Literal["closed", "open"]
 #: ``policy.mode``: ``"enforce"`` applies the user's rules; ``"observe"`` only audits them.
 PolicyMode = Literal["enforce", "observe"]
 
-_STORE_URL = re.compile(
-    r"redis://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})(?:/([0-9]{1,2}))?"
-)
+_STORE_URL = r"redis://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})(?:/([0-9]{1,2}))?"
 
 
 def _store_url(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
-    if value and not _STORE_URL.fullmatch(value):
+    if value and not re.fullmatch(_STORE_URL, value):
         raise InvalidValue(
             f'expected "" (count in this proxy) or redis://HOST:PORT/DB, got {describe(value)}',
             (attr.name,),
         )
 
 
-@attrs.frozen
-class BudgetsConfig:
+@attrs.frozen(eq=False, repr=False)
+class BudgetsConfig(FrozenRecord):
     """Runaway control (issue 28; README "Budgets"): limits counted per root session
     (a child's traffic counts toward the session at the top of its tree). ``0`` turns
     a limit off.
@@ -797,8 +796,8 @@ class BudgetsConfig:
     store_timeout_s: float = attrs.field(default=2.0, validator=_positive)
 
 
-@attrs.frozen
-class PolicyConfig:
+@attrs.frozen(eq=False, repr=False)
+class PolicyConfig(FrozenRecord):
     """How the user's rules apply (issue 28).
 
     Attributes:
@@ -824,7 +823,7 @@ DEFAULT_SANDBOX_WRITABLE: tuple[str, ...] = (
     "~/.gemini",
 )
 
-_DOMAIN = re.compile(
+_DOMAIN = (
     r"^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
 )
 
@@ -841,7 +840,7 @@ def _sandbox_paths(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> 
 
 def _domains(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
     for index, domain in enumerate(value):
-        if not isinstance(domain, str) or not _DOMAIN.match(domain):
+        if not isinstance(domain, str) or not re.match(_DOMAIN, domain):
             raise InvalidValue(
                 f"expected a domain (example.com, *.example.com, host:port), got "
                 f"{describe(domain)}",
@@ -892,8 +891,8 @@ def _engine(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
         raise InvalidValue('must name the engine (e.g. "srt")', (attr.name,))
 
 
-@attrs.frozen
-class SandboxConfig:
+@attrs.frozen(eq=False, repr=False)
+class SandboxConfig(FrozenRecord):
     """The OS sandbox the agent runs in (issue 24; docs/threat-model in the README).
 
     Attributes:
@@ -981,8 +980,8 @@ def _principals(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> Non
     _check_globs(value, (attr.name,))
 
 
-@attrs.frozen
-class AdmissionRule:
+@attrs.frozen(eq=False, repr=False)
+class AdmissionRule(FrozenRecord):
     """One ``[[admission.rules]]`` entry: the defaults refined for some principals.
 
     Attributes:
@@ -1002,8 +1001,8 @@ class AdmissionRule:
     roots: list[str] | None = attrs.field(default=None, validator=_roots)
 
 
-@attrs.frozen
-class AdmissionConfig:
+@attrs.frozen(eq=False, repr=False)
+class AdmissionConfig(FrozenRecord):
     """What a client may open a session with (issue 26; docs/protocol.md section 8).
 
     Applies to ``session/new``, ``session/load``, ``session/resume`` and
@@ -1030,8 +1029,8 @@ class AdmissionConfig:
     rules: list[AdmissionRule] = attrs.field(factory=list, validator=_unique_names)
 
 
-@attrs.frozen
-class ElicitationConfig:
+@attrs.frozen(eq=False, repr=False)
+class ElicitationConfig(FrozenRecord):
     """What an agent may elicit from the user (issue 26; docs/protocol.md section 8).
 
     Attributes:
@@ -1048,8 +1047,8 @@ class ElicitationConfig:
     )
 
 
-@attrs.frozen
-class Config:
+@attrs.frozen(eq=False, repr=False)
+class Config(FrozenRecord):
     """The whole configuration (``config/default.toml`` documents every key)."""
 
     limits: LimitsConfig = attrs.field(factory=LimitsConfig)

@@ -105,6 +105,8 @@ def apply_reload(running: Config, loaded: Config) -> tuple[Config, list[str]]:
             loaded.budgets, **{k: getattr(running.budgets, k) for k in STORE_KEYS}
         ),
         policy=loaded.policy,
+        admission=loaded.admission,
+        elicitation=loaded.elicitation,
         audit=attrs.evolve(running.audit, include_content=loaded.audit.include_content),
     )
     restart += [

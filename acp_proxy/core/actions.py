@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from acp_proxy.config.records import FrozenRecord
+
 __all__ = [
     "Action",
     "Audit",
@@ -100,8 +102,8 @@ class Send(NamedTuple):
     data: bytes
 
 
-@attrs.frozen(slots=True)
-class Audit:
+@attrs.frozen(slots=True, eq=False, repr=False)
+class Audit(FrozenRecord):
     """One audit-log record (docs/design.md section 3, "Audit log").
 
     Attributes:
@@ -116,8 +118,8 @@ class Audit:
     fields: dict[str, Any]
 
 
-@attrs.frozen(slots=True)
-class Report:
+@attrs.frozen(slots=True, eq=False, repr=False)
+class Report(FrozenRecord):
     """A human-readable line for the proxy's own log (stderr).
 
     Attributes:
@@ -133,8 +135,8 @@ class Report:
     kind: str | None = None
 
 
-@attrs.frozen(slots=True)
-class StoreCall:
+@attrs.frozen(slots=True, eq=False, repr=False)
+class StoreCall(FrozenRecord):
     """Ask the shared budget store (issue 28; docs/design.md "Budgets shared through a
     store"). The shell runs it off the event loop and hands the
     :class:`StoreReply` to ``ProxyCore.store_result(call, reply, now)``.
@@ -164,8 +166,8 @@ class StoreCall:
     commit_over: bool = False
 
 
-@attrs.frozen(slots=True)
-class StoreReply:
+@attrs.frozen(slots=True, eq=False, repr=False)
+class StoreReply(FrozenRecord):
     """The store's answer to a :class:`StoreCall`.
 
     Attributes:

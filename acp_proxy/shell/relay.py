@@ -35,6 +35,7 @@ import attrs
 import trio
 
 from acp_proxy.config import Config
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.actions import Action, Audit, Peer, StoreCall
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
@@ -133,8 +134,8 @@ class _ByteBudget:
         self._lot.unpark_all()
 
 
-@attrs.frozen
-class RelayResult:
+@attrs.frozen(eq=False, repr=False)
+class RelayResult(FrozenRecord):
     """How a relay ended.
 
     Attributes:

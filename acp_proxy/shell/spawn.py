@@ -15,18 +15,36 @@ have been had it come later. The agent itself starts with the proxy's
 original signal mask.
 
 It lives outside :mod:`acp_proxy.shell.transport`, whose package imports the
-framer: importing it costs the standard library only.
+framer: importing it costs the standard library only. An early start
+(:func:`start_early`, before any thread exists) forks and execs with
+:func:`os.fork` and the ``os`` calls ``subprocess`` makes in its child
+(:class:`Spawned`), so that ``subprocess`` and its imports (``threading``,
+``selectors``) come after the agent's spawn; a late start (:func:`spawn`, from
+the relay, where trio has imported ``subprocess`` already) uses
+:class:`subprocess.Popen`. The agent's process is the same either way: the
+same argv, environment and executable search, stdin/stdout/stderr piped, every
+other descriptor closed, SIGPIPE/SIGXFSZ default, a new session,
+``PR_SET_PDEATHSIG`` (tests pin both).
 """
 
 from __future__ import annotations
 
+import _thread
 import ctypes
-import signal
-import subprocess
+import errno
+import os
 import sys
-from collections.abc import Callable, Sequence
 
-__all__ = ["EarlyStart", "hold_signals", "release_signals", "spawn", "start_early"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the agent starts before typing and subprocess are imported (issue 29)
+    import signal
+    import subprocess
+    from collections.abc import Callable, Sequence
+    from typing import NoReturn
+else:  # the C module signal wraps: the same functions, without building its enum classes
+    import _signal as signal
+
+__all__ = ["EarlyStart", "Spawned", "hold_signals", "release_signals", "spawn", "start_early"]
 
 #: the signals the relay passes on to the agent (held during an early start)
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -47,7 +65,7 @@ _PR_SET_PDEATHSIG = 1
 _PRCTL = _load_prctl()
 
 #: the proxy's signal mask before :func:`hold_signals` (``None``: not held)
-_original_mask: set[int | signal.Signals] | None = None
+_original_mask: set[int] | set[signal.Signals] | None = None
 
 
 def hold_signals() -> None:
@@ -97,6 +115,8 @@ def spawn(command: Sequence[str], env: dict[str, str] | None = None) -> subproce
     Raises:
         OSError: the command cannot be executed.
     """
+    import subprocess
+
     if env is None:
         env = getattr(command, "env", None)
     return subprocess.Popen(
@@ -122,7 +142,7 @@ class EarlyStart:
     def __init__(
         self,
         command: Sequence[str],
-        popen: subprocess.Popen[bytes] | None,
+        popen: Spawned | subprocess.Popen[bytes] | None,
         error: OSError | None,
     ) -> None:
         self.command = command
@@ -136,7 +156,182 @@ def start_early(command: Sequence[str]) -> EarlyStart:
     the error is kept, to be reported where a late start would have reported it."""
     hold_signals()
     try:
-        return EarlyStart(command, spawn(command), None)
+        threading = sys.modules.get("threading")
+        if threading is not None and threading.active_count() > 1:
+            return EarlyStart(command, spawn(command), None)  # no os.fork with threads
+        return EarlyStart(command, fork_exec(command), None)
     except OSError as exc:
         release_signals()
         return EarlyStart(command, None, exc)
+
+
+class Spawned:
+    """An agent process :func:`fork_exec` started: what the relay uses of a
+    :class:`subprocess.Popen` (``pid``, the three pipes, ``returncode``,
+    :meth:`poll`, :meth:`wait`, :meth:`send_signal`), with its semantics.
+
+    Attributes:
+        pid: the agent's process id (and its process group's, and session's).
+        stdin: unbuffered binary file writing to the agent's stdin.
+        stdout: unbuffered binary file reading the agent's stdout.
+        stderr: unbuffered binary file reading the agent's stderr.
+        returncode: ``None`` until reaped; then the exit status, or ``-N`` for signal N.
+    """
+
+    def __init__(self, pid: int, stdin: int, stdout: int, stderr: int) -> None:
+        self.pid = pid
+        self.stdin = open(stdin, "wb", buffering=0)  # noqa: SIM115 (the relay closes them)
+        self.stdout = open(stdout, "rb", buffering=0)  # noqa: SIM115
+        self.stderr = open(stderr, "rb", buffering=0)  # noqa: SIM115
+        self.returncode: int | None = None
+        self._waitpid_lock = _thread.allocate_lock()  # one waitpid at a time, as Popen
+
+    def _reaped(self, flags: int) -> None:
+        """One ``waitpid``; the caller holds the lock."""
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # reaped elsewhere: Popen's reading of ECHILD
+            self.returncode = 0
+            return
+        if pid == self.pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+
+    def poll(self) -> int | None:
+        """The exit status if the agent has exited (reaping it), else ``None``;
+        ``None`` too while another thread waits for it."""
+        if self.returncode is None and self._waitpid_lock.acquire(False):
+            try:
+                if self.returncode is None:
+                    self._reaped(os.WNOHANG)
+            finally:
+                self._waitpid_lock.release()
+        return self.returncode
+
+    def wait(self) -> int:
+        """Blocks until the agent exits; returns :attr:`returncode`."""
+        while self.returncode is None:
+            with self._waitpid_lock:
+                if self.returncode is None:
+                    self._reaped(0)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """Sends ``sig`` to the agent unless it has been reaped (its pid may be reused)."""
+        if self.poll() is not None:
+            return
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            return  # it exited meanwhile (not yet reaped)
+
+
+def _pipe() -> tuple[int, int]:
+    """``os.pipe()`` (close-on-exec), each end above stderr: a proxy started with a
+    standard descriptor closed would otherwise get it back and lose it to a ``dup2``."""
+    ends = os.pipe()
+    if min(ends) > 2:
+        return ends
+    import fcntl
+
+    moved = tuple(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in ends)
+    for fd in ends:
+        os.close(fd)
+    return moved[0], moved[1]
+
+
+def _executables(program: str, env: dict[str, str] | None) -> list[str]:
+    """Where ``program`` is looked for, in order: itself when it names a directory,
+    else each directory of the ``PATH`` of ``env`` (or the proxy's), as ``subprocess``."""
+    if os.path.dirname(program):
+        return [program]
+    return [os.path.join(directory, program) for directory in os.get_exec_path(env)]
+
+
+#: the signals Python ignores and ``subprocess`` gives back their default in the child
+_RESTORED = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
+)
+
+
+def _exec_child(
+    argv: list[str], executables: list[str], env: dict[str, str] | None, fds: tuple[int, ...]
+) -> NoReturn:
+    """In the forked child: the pipes as 0, 1 and 2, every other descriptor closed,
+    the default SIGPIPE, a new session, :func:`_in_child`, then exec. Never returns:
+    on failure the errno is written to the error pipe (``fds[3]``, close-on-exec)."""
+    stdin, stdout, stderr, report = fds
+    code = errno.EINVAL
+    try:
+        os.dup2(stdin, 0)
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        os.closerange(3, report)
+        os.closerange(report + 1, max(os.sysconf("SC_OPEN_MAX"), report + 2))
+        for sig in _RESTORED:
+            signal.signal(sig, signal.SIG_DFL)
+        os.setsid()
+        _in_child()
+        first = 0
+        for executable in executables:
+            try:
+                if env is None:
+                    os.execv(executable, argv)
+                else:
+                    os.execve(executable, argv, env)
+            except OSError as exc:  # the first error other than "not there" is reported
+                code = exc.errno or errno.EINVAL
+                if not first and code not in (errno.ENOENT, errno.ENOTDIR):
+                    first = code
+        code = first or code
+    except BaseException as exc:  # the child must never return into the proxy
+        code = getattr(exc, "errno", None) or errno.EINVAL
+    finally:
+        try:
+            os.write(report, str(code).encode())
+        finally:
+            os._exit(255)
+
+
+def fork_exec(command: Sequence[str]) -> Spawned:
+    """Starts ``command`` as :func:`spawn` does, with ``os.fork`` (see the module doc).
+
+    Only where no other thread runs (:func:`start_early` checks). Waits for the exec
+    (the error pipe closes on it), as ``subprocess.Popen`` does.
+
+    Args:
+        command: the argv; a sandboxed one carries its environment (its ``env``).
+
+    Raises:
+        OSError: the command cannot be executed, with ``command[0]`` as the file name.
+    """
+    argv = list(command)
+    env = getattr(command, "env", None)
+    executables = _executables(argv[0], env)
+    stdin_r, stdin_w = _pipe()
+    stdout_r, stdout_w = _pipe()
+    stderr_r, stderr_w = _pipe()
+    report_r, report_w = _pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _exec_child(argv, executables, env, (stdin_r, stdout_w, stderr_w, report_w))
+    except BaseException:
+        for fd in (stdin_w, stdout_r, stderr_r, report_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (stdin_r, stdout_w, stderr_w, report_w):
+            os.close(fd)
+    try:
+        failure = b""
+        while chunk := os.read(report_r, 64):
+            failure += chunk
+    finally:
+        os.close(report_r)
+    if not failure:
+        return Spawned(pid, stdin_w, stdout_r, stderr_r)
+    for fd in (stdin_w, stdout_r, stderr_r):
+        os.close(fd)
+    os.waitpid(pid, 0)
+    code = int(failure) if failure.isdigit() else errno.EINVAL
+    raise OSError(code, os.strerror(code), argv[0])

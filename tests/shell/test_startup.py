@@ -2,41 +2,44 @@
 mode never imports, and that a refusal still comes before any agent starts.
 
 The import checks run the real command line in a fresh interpreter, with a
-hook that records ``sys.modules`` at the agent's spawn (``subprocess.Popen``)
+hook that records ``sys.modules`` at the agent's early spawn (``os.fork``)
 or when the proxy exits; behaviour, not timing.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import attrs
 import pytest
 
 from acp_proxy import cli
 from acp_proxy.config import Config
+from acp_proxy.config.records import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 
 #: runs ``python -m acp_proxy ARGV`` and prints the modules loaded at the moment named
-#: by ``WHEN``: ``spawn`` (the agent's start) or ``exit`` (the proxy done)
+#: by ``WHEN``: ``spawn`` (the agent's early start, ``os.fork``) or ``exit`` (the proxy done)
 HOOK = textwrap.dedent(
     """
-    import json, os, runpy, subprocess, sys
+    import os, runpy, sys
     when, argv = sys.argv[1], sys.argv[2:]
     def dump():
-        sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+        names = sorted(sys.modules)
+        sys.stderr.write("\\nMODULES " + " ".join(names) + "\\n")
     if when == "spawn":
-        real = subprocess.Popen.__init__
-        def spy(self, *a, **k):
+        real = os.fork
+        def spy():
             dump()
-            subprocess.Popen.__init__ = real
-            real(self, *a, **k)
-        subprocess.Popen.__init__ = spy
+            os.fork = real
+            return real()
+        os.fork = spy
     sys.argv = ["acp_proxy", *argv]
     try:
         runpy.run_module("acp_proxy", run_name="__main__", alter_sys=True)
@@ -48,6 +51,12 @@ HOOK = textwrap.dedent(
 
 #: what the drop-in form must not import before its agent starts
 HEAVY_BEFORE_SPAWN = (
+    "argparse",
+    "shlex",
+    "shutil",
+    "subprocess",
+    "threading",
+    "typing",
     "attrs",
     "cattrs",
     "logging",
@@ -77,6 +86,21 @@ OTHER_MODES = (
 )
 
 
+#: the attrs classes a stdio run makes with attrs' own compiled ``==`` and ``repr``
+#: (about 2 M instructions a class more than a :mod:`~acp_proxy.config.records`
+#: record): parts compared by identity, and the framing, pass-through and registry
+#: records of the hot path (left as they are)
+COMPILED_ON_THE_STDIO_PATH = {
+    "acp_proxy.core.engine.context.EngineContext",
+    "acp_proxy.shell.observe.Connection",
+    "acp_proxy.core.session.registry.Child",
+    "acp_proxy.core.wire.framing.Lines",
+    "acp_proxy.core.wire.framing.Oversize",
+    "acp_proxy.core.wire.framing.Partial",
+    "acp_proxy.core.wire.passthrough.UpdateRule",
+}
+
+
 def _modules(when: str, *argv: str) -> set[str]:
     done = subprocess.run(
         [sys.executable, "-c", HOOK, when, *argv],
@@ -90,7 +114,7 @@ def _modules(when: str, *argv: str) -> set[str]:
     assert done.returncode == 0, err
     assert b'"result"' in done.stdout, done.stdout
     line = next(x for x in err.splitlines() if x.startswith("MODULES "))
-    return set(json.loads(line.removeprefix("MODULES ")))
+    return set(line.removeprefix("MODULES ").split())
 
 
 def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
@@ -110,12 +134,35 @@ def test_with_a_log_level_the_agent_still_starts_first() -> None:
     assert _loaded(_modules("spawn", "--log-level", "info", *AGENT), HEAVY_BEFORE_SPAWN) == []
 
 
+def test_with_a_log_file_the_agent_still_starts_first(tmp_path: Path) -> None:
+    """``--log-file`` is opened (and could refuse) before the spawn, read by the fast lane."""
+    log = str(tmp_path / "proxy.log")
+    assert _loaded(_modules("spawn", f"--log-file={log}", *AGENT), HEAVY_BEFORE_SPAWN) == []
+
+
 def test_a_stdio_run_never_imports_what_other_modes_use() -> None:
     """The WebSocket stack, OpenTelemetry, the file watcher and the TOML converter
     stay unimported for a whole stdio run that did not ask for them."""
     modules = _modules("exit", *AGENT)
     assert "acp_proxy.shell.topology.stdio" in modules  # the hook saw the run
     assert _loaded(modules, OTHER_MODES) == []
+
+
+def test_a_stdio_run_makes_its_records_without_compiled_comparisons() -> None:
+    """The config sections and the core's records a stdio run imports share
+    ``==``/``repr``/``hash`` (``config/records.py``); a new attrs class on the path
+    with compiled ones fails here until it does too or is listed."""
+    modules = _modules("exit", *AGENT)
+    compiled = set()
+    for name in sorted(m for m in modules if m.startswith("acp_proxy.")):
+        if name == "acp_proxy.__main__":
+            continue
+        for obj in vars(importlib.import_module(name)).values():
+            made_here = isinstance(obj, type) and attrs.has(obj) and obj.__module__ == name
+            if made_here and obj.__repr__ is not Record.__repr__:
+                compiled.add(f"{name}.{obj.__qualname__}")
+    assert "acp_proxy.config.model" in modules
+    assert compiled == COMPILED_ON_THE_STDIO_PATH
 
 
 def test_the_default_config_is_what_the_early_start_assumes() -> None:
@@ -171,6 +218,12 @@ def test_every_option_either_sets_a_key_or_is_named_as_not_setting_one() -> None
         (["--config", "{config}"], "[limits]\nmax_message_bytes = -1\n"),
         (["--config", "{config}"], "[nope]\n"),
         (["--log-file", "/nonexistent/dir/log"], None),
+        # the fast lane's forms (shell.fast_lane), and one it leaves to argparse
+        (["--log-level=info", "--log-file=/nonexistent/dir/log"], None),
+        (["--log-level", "info", "--config", "{config}"], "[nope]\n"),
+        (["--config={config}"], "[limits]\nmax_message_bytes = -1\n"),
+        (["--log-level", "bogus"], None),
+        (["--log-level"], None),
     ],
 )
 def test_a_refused_command_line_starts_no_agent(
@@ -196,10 +249,14 @@ def test_a_refused_command_line_starts_no_agent(
     assert not marker.exists()
 
 
-def test_a_missing_agent_command_is_refused_before_anything_starts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [[], ["--log-level", "debug"]])
+@pytest.mark.parametrize("command", ["{tmp}/no-such-agent", "no-such-agent-on-path"])
+def test_a_missing_agent_command_is_refused_before_anything_starts(
+    tmp_path: Path, options: list[str], command: str
+) -> None:
     """The default-config start still looks the command up first: exit 2, one line."""
     done = subprocess.run(
-        [sys.executable, "-m", "acp_proxy", "--", str(tmp_path / "no-such-agent")],
+        [sys.executable, "-m", "acp_proxy", *options, "--", command.format(tmp=tmp_path)],
         input=INIT,
         capture_output=True,
         timeout=60,

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import attrs
 
+from acp_proxy.config.records import FrozenRecord, Record
+
 __all__ = ["CoreStatistics", "Counters"]
 
 
-@attrs.define(slots=True)
-class Counters:
+@attrs.define(slots=True, eq=False, repr=False)
+class Counters(Record):
     """Message counts of one connection, incremented as the engine decides.
 
     Attributes: as in :class:`CoreStatistics` (the ones that are counts of messages).
@@ -32,8 +34,8 @@ class Counters:
     oversize: int = 0
 
 
-@attrs.frozen
-class CoreStatistics:
+@attrs.frozen(eq=False, repr=False)
+class CoreStatistics(FrozenRecord):
     """Counters of one :class:`~acp_proxy.core.engine.ProxyCore` (all message counts
     include batch elements).
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import attrs
 
+from acp_proxy.config.records import Record
+
 __all__ = ["MAX_NAME_CHARS", "Negotiated", "peer_info", "peer_name"]
 
 #: characters kept of a peer's name (``clientInfo.name`` / ``agentInfo.name``, v2 ``info.name``)
 MAX_NAME_CHARS = 128
 
 
-@attrs.define(slots=True)
-class Negotiated:
+@attrs.define(slots=True, eq=False, repr=False)
+class Negotiated(Record):
     """Facts of the ``initialize`` exchange the engine's directions share.
 
     Attributes:

@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.config import AdmissionConfig
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.session.hosts import parse_url, url_matches
 
 __all__ = [
@@ -98,8 +99,8 @@ def outside_roots(path: Any, roots: Sequence[str], resolve: Resolve) -> str | No
     return f"resolves to {real[:200]!r}, outside admission roots"
 
 
-@attrs.frozen
-class Decision:
+@attrs.frozen(eq=False, repr=False)
+class Decision(FrozenRecord):
     """A refusal of one request.
 
     Attributes:
@@ -126,8 +127,8 @@ class Decision:
         return {"rule": self.rule, "field": self.field, "method": method, "reason": self.reason}
 
 
-@attrs.frozen
-class _Effective:
+@attrs.frozen(eq=False, repr=False)
+class _Effective(FrozenRecord):
     stdio: bool
     http: tuple[str, ...]
     roots: tuple[str, ...]

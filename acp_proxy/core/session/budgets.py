@@ -15,14 +15,16 @@ from typing import Any
 
 import attrs
 
+from acp_proxy.config.records import Record
+
 __all__ = ["PromptWindow", "RepeatCounter", "TokenTally", "Turn", "repeat_key"]
 
 #: distinct tool calls remembered per root for ``repeat_limit`` (oldest forgotten)
 MAX_REPEAT_KEYS = 1024
 
 
-@attrs.define(slots=True)
-class PromptWindow:
+@attrs.define(slots=True, eq=False, repr=False)
+class PromptWindow(Record):
     """A fixed window of prompts: it starts at the first prompt and lasts ``window_s``.
 
     The same rule as the shared store (a counter that expires ``window_s``
@@ -59,8 +61,8 @@ class PromptWindow:
         return max(0.0, self.start + window_s - now) if self.count else 0.0
 
 
-@attrs.define(slots=True)
-class Turn:
+@attrs.define(slots=True, eq=False, repr=False)
+class Turn(Record):
     """One prompt turn of a root session.
 
     Attributes:

@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.config import ElicitationConfig
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.session.hosts import host_matches, parse_url
 from acp_proxy.core.wire.jsonrpc import dumps
 
@@ -47,26 +48,28 @@ SECRET_PATTERNS: tuple[str, ...] = (
     r"credentials?",
     r"client ?secret",
 )
-_SECRET = re.compile(r"\b(?:" + "|".join(SECRET_PATTERNS) + r")\b")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_SEPARATORS = re.compile(r"[^0-9a-z]+")
+# patterns compiled on first use (``re``'s cache), not at import: a run whose agent
+# never asks for an elicitation never reads them (issue 29: start-up)
+_SECRET = r"\b(?:" + "|".join(SECRET_PATTERNS) + r")\b"
+_CAMEL = r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"
+_SEPARATORS = r"[^0-9a-z]+"
 #: longest text of one field read for secret words (longer text is cut)
 MAX_TEXT_CHARS = 4096
 
 
 def _words(text: str) -> str:
     """``text`` as lower-case words separated by single spaces."""
-    split = _CAMEL.sub(" ", text[:MAX_TEXT_CHARS])
-    return _SEPARATORS.sub(" ", split.lower()).strip()
+    split = re.sub(_CAMEL, " ", text[:MAX_TEXT_CHARS])
+    return re.sub(_SEPARATORS, " ", split.lower()).strip()
 
 
 def names_secret(text: object) -> bool:
     """True when ``text`` (a field name, title or description) names a secret."""
-    return type(text) is str and _SECRET.search(_words(text)) is not None
+    return type(text) is str and re.search(_SECRET, _words(text)) is not None
 
 
-@attrs.frozen
-class Verdict:
+@attrs.frozen(eq=False, repr=False)
+class Verdict(FrozenRecord):
     """Why the proxy declines one elicitation.
 
     Attributes:

@@ -16,14 +16,15 @@ from collections.abc import Callable
 import attrs
 
 from acp_proxy.config import HoldConfig
+from acp_proxy.config.records import FrozenRecord, Record
 from acp_proxy.core.wire.jsonrpc import Message, parse
 from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["Evicted", "HoldBuffer", "announced_child"]
 
 
-@attrs.define
-class _Held:
+@attrs.define(eq=False, repr=False)
+class _Held(Record):
     first_at: float
     # (raw frame, child id it announces or None); only bytes are kept, the
     # parsed form is rebuilt on release (held traffic is cold, memory is not)
@@ -31,8 +32,8 @@ class _Held:
     nbytes: int = 0
 
 
-@attrs.frozen
-class Evicted:
+@attrs.frozen(eq=False, repr=False)
+class Evicted(FrozenRecord):
     """A held session taken out of the buffer before it became known.
 
     Attributes:

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from acp_proxy.config.records import FrozenRecord
+
 __all__ = ["ParsedUrl", "canonical_host", "host_matches", "parse_url", "url_matches"]
 
 #: characters never accepted anywhere in a URL read here
@@ -30,8 +32,8 @@ _BAD_CHARS = re.compile(r"[\x00-\x20\x7f\\]")
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 
 
-@attrs.frozen
-class ParsedUrl:
+@attrs.frozen(eq=False, repr=False)
+class ParsedUrl(FrozenRecord):
     """The parts of a URL a rule compares.
 
     Attributes:

@@ -97,6 +97,7 @@ from typing import Any, Literal
 import attrs
 
 from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.actions import AuditEvent
 from acp_proxy.core.session.places import OwnFiles, own_file_hit
 from acp_proxy.core.session.registry import Registry
@@ -128,8 +129,8 @@ Disposition = Literal["answer", "refuse", "forward"]
 _REQUEST_PERMISSION = "session/request_permission"
 
 
-@attrs.frozen
-class Workspace:
+@attrs.frozen(eq=False, repr=False)
+class Workspace(FrozenRecord):
     """A session's workspace, as the client gave it in session/new | load | resume.
 
     Attributes:
@@ -210,8 +211,8 @@ def workspace_from_params(params: Mapping[str, Any] | None) -> Workspace:
     )
 
 
-@attrs.frozen
-class SessionContext:
+@attrs.frozen(eq=False, repr=False)
+class SessionContext(FrozenRecord):
     """Who is asking: the session a request names and what the proxy knows of it.
 
     Attributes:
@@ -264,8 +265,8 @@ def session_context(
     return SessionContext(session_id, True, child.parent_id, workspace)
 
 
-@attrs.frozen
-class Decision:
+@attrs.frozen(eq=False, repr=False)
+class Decision(FrozenRecord):
     """What the proxy does with one governed agent request.
 
     Attributes:
@@ -638,8 +639,8 @@ def _own_file(shapes: list[_Facts], own: OwnFiles) -> str | None:
 # --- facts and matching --------------------------------------------------------
 
 
-@attrs.frozen
-class _Facts:
+@attrs.frozen(eq=False, repr=False)
+class _Facts(FrozenRecord):
     """What the matchers read from one request shape (``None``: the request lacks it)."""
 
     tool: Mapping[str, Any] | None = None

@@ -25,11 +25,13 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from acp_proxy.config.records import FrozenRecord
+
 __all__ = ["OwnFiles", "own_file_hit"]
 
 
-@attrs.frozen
-class OwnFiles:
+@attrs.frozen(eq=False, repr=False)
+class OwnFiles(FrozenRecord):
     """The proxy's own files, out of reach of the requests it governs.
 
     Attributes:

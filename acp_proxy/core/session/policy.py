@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from acp_proxy.config import NEVER_ON_CHILD
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.session.registry import Registry
 
 __all__ = ["Rejection", "check_mutation"]
@@ -28,8 +29,8 @@ __all__ = ["Rejection", "check_mutation"]
 _NOT_A_MUTATION = frozenset({"$/cancel_request"})
 
 
-@attrs.frozen
-class Rejection:
+@attrs.frozen(eq=False, repr=False)
+class Rejection(FrozenRecord):
     """Why a client message naming a child is refused.
 
     Attributes:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.session.patch import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -64,8 +65,8 @@ def _str_list(value: Any, _t: Any) -> list[str]:
     return value
 
 
-@attrs.frozen
-class SubagentUpdate:
+@attrs.frozen(eq=False, repr=False)
+class SubagentUpdate(FrozenRecord):
     """A ``subagent_update`` session update (patch fields: UNSET = omitted).
 
     Attributes:

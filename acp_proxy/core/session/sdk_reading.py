@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.wire.views import OPAQUE
 
 __all__ = [
@@ -88,8 +89,8 @@ def read_args(args: object) -> tuple[list[str] | None, str | None]:
     return kept, None
 
 
-@attrs.frozen
-class ToolPaths:
+@attrs.frozen(eq=False, repr=False)
+class ToolPaths(FrozenRecord):
     """The paths a tool call names (``locations`` and ``diff`` content).
 
     Attributes:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 import trio
 
-from acp_proxy.shell.spawn import EarlyStart, spawn
+from acp_proxy.shell.spawn import EarlyStart, Spawned, spawn
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
 from acp_proxy.shell.transport.pipes import widen_pipe
 
@@ -199,7 +199,7 @@ class AgentChild:
         stderr: trio stream from the agent's stderr.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes] | Spawned) -> None:
         assert popen.stdin is not None
         assert popen.stdout is not None
         assert popen.stderr is not None
@@ -410,7 +410,10 @@ class AgentProcess:
 
     @classmethod
     def _adopt(
-        cls, popen: subprocess.Popen[bytes], command: Sequence[str], max_message_bytes: int
+        cls,
+        popen: subprocess.Popen[bytes] | Spawned,
+        command: Sequence[str],
+        max_message_bytes: int,
     ) -> AgentProcess:
         proc = AgentChild(popen)
         log.info("agent started: pid %d: %s", proc.pid, shlex.join(command))
