@@ -46,6 +46,7 @@ from acp_proxy.core.wire.jsonrpc import (
     parse,
 )
 from acp_proxy.core.wire.jsonscan import request_id_from_prefix
+from acp_proxy.core.wire.memo import LineMemo
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
@@ -115,6 +116,7 @@ class ProxyCore(EnginePart):
         self.agent_deaf = False
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
+        self._inspected = LineMemo(self._reparse).parse  # inspected lines of runs (repeats)
         self.agent = AgentDirection(ctx)
         self.client = ClientDirection(ctx, self.agent)
 
@@ -362,13 +364,8 @@ class ProxyCore(EnginePart):
                 frames = data.split(b"\n")  # one line per item
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
-            out.extend(
-                self._message(
-                    _AGENT,
-                    self._reparse(frames[j]),
-                    now,
-                )
-            )
+            # a repeated line: its first parse; not the fast path (the run's check said so)
+            out.extend(self._inspect(self._inspected(frames[j]), now))
             start = j + 1
         if not frames:
             return self._forward_fast(data, count)
@@ -378,18 +375,30 @@ class ProxyCore(EnginePart):
 
     def _message(self, source: Peer, m: Message, now: float) -> list[Action]:
         """One parsed frame (a message, or a batch of them) from ``source``."""
-        if (
-            m.kind is _NOTIFICATION
-            and source is _AGENT
-            and m.verdict is _OK
-            and uninspected(m.body, self._known, self._needs)
-        ):
-            return self._forward_fast(m.raw)
         out: list[Action] = []
+        if m.kind is _NOTIFICATION and source is _AGENT and m.verdict is _OK:
+            if uninspected(m.body, self._known, self._needs):
+                return self._forward_fast(m.raw)
+            if self.agent.repeated_report(m, out):  # a repeated state report, dropped
+                return out
         if m.kind is _BATCH:
             self._batch(source, m, out)
         else:
             self._dispatch(source, m, now, out)
+        return out
+
+    def _inspect(self, m: Message, now: float) -> list[Action]:
+        """:meth:`_message` of an agent line of a run that the run's check
+        (:func:`~acp_proxy.core.wire.passthrough.envelope_uninspected` or
+        :func:`~acp_proxy.core.wire.passthrough.uninspected` of the same line)
+        did not pass: its own test of the fast path is not made again. A line of
+        a run is one JSON object (never a batch). Exact even if the two tests
+        disagreed: the fast path forwards only what the engine forwards
+        unchanged, and counts it the same."""
+        out: list[Action] = []
+        if m.kind is _NOTIFICATION and m.verdict is _OK and self.agent.repeated_report(m, out):
+            return out  # a repeated state report, dropped
+        self._dispatch(_AGENT, m, now, out)
         return out
 
     def _batch(self, source: Peer, m: Message, out: list[Action]) -> None:
