@@ -24,6 +24,7 @@ from acp_proxy.core.session.size import footprint
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
 from acp_proxy.core.wire.passthrough import CANCEL_REQUEST, REFERENCE_LISTS, UPDATE_RULES
+from acp_proxy.core.wire.verdict import Verdict
 from acp_proxy.core.wire.views import VIEW_KEY
 
 __all__ = ["CANCEL_REQUEST", "AgentDirection"]
@@ -35,6 +36,8 @@ _NOTIFICATION = Kind.NOTIFICATION
 _RESPONSE = Kind.RESPONSE
 
 _SUBAGENT_KEYS = frozenset({"sessionUpdate", "sessionId", *PATCH_FIELDS})
+_OK = Verdict.OK
+_REPEATS_REPORT = "repeats the last state_update"
 
 
 #: A ``subagent_update``'s state mirror (:meth:`AgentDirection._mirror`).
@@ -63,6 +66,8 @@ class AgentDirection(EnginePart):
         # counting a snapshot's memory stops past this (it would not be remembered)
         self._dedup_cap = ctx.limits.max_dedup_bytes
         self._max_sid = ctx.limits.max_session_id_bytes
+        # the last subagent_update read and its view (:meth:`_view`)
+        self._last_view: tuple[dict[str, Any], SubagentUpdate | None] | None = None
         ctx.follow(self)
 
     def configure(self, config: Config) -> None:
@@ -92,6 +97,44 @@ class AgentDirection(EnginePart):
                 self.route_all(released, now, out)
             return
         self.route_all([m], now, out)
+
+    def repeated_report(self, m: Message, out: list[Action]) -> bool:
+        """Drops ``m`` as :meth:`handle` would and returns True when it is a
+        ``state_update`` notification byte for byte the frame that delivered its
+        session's last report (:meth:`~acp_proxy.core.session.dedup.StateDedup.repeats`)
+        and no session it names is unknown; else False, nothing done (issue 29).
+
+        The whole path decides the same for such a message, step by step: a
+        ``state_update`` is never on the fast path (always inspected); the frame
+        was delivered, so its verdict is ``OK`` (and ``m``'s, the same bytes
+        parsed by the same pure function); it is delivered when
+        :meth:`unknown_session` finds nothing (asked here too), then read by
+        :meth:`_read_state_update`, which finds it a duplicate (the same bytes:
+        the same snapshot) and drops it with the same audit record. A turn
+        budget counts each report, so while one does this is not taken.
+        """
+        if (
+            m.kind is not _NOTIFICATION
+            or m.verdict is not _OK
+            or not self._dedup_on
+            or self.budgets.watches_turns
+        ):
+            return False
+        p = m.params
+        if p is None:
+            return False
+        sid = p.get("sessionId")
+        if (
+            type(sid) is not str
+            or not self.dedup.repeats(("self", sid), m.raw)
+            or self.unknown_session(m) is not None
+        ):
+            return False
+        n = self.n
+        n.accepted += 1
+        n.duplicates_removed += 1
+        self.ledger.drop(out, m, _AGENT, AuditEvent.DUPLICATE_DROPPED, _REPEATS_REPORT)
+        return True
 
     def _response(self, m: Message, now: float, out: list[Action]) -> None:
         """An agent response to a client request: forwarded, then what it settles
@@ -476,14 +519,17 @@ class AgentDirection(EnginePart):
             # never remembered, so never judged a duplicate.
             self.dedup.delivered(channel, None)
             return None
-        snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
-        if self.dedup.is_duplicate(channel, snapshot):
+        dedup = self.dedup
+        snapshot = None
+        # the frame that delivered the last report, byte for byte: a duplicate
+        # without building or comparing a snapshot (StateDedup.repeats: exact)
+        if not dedup.repeats(channel, m.raw):
+            snapshot = [upd, p.get("_meta"), m.body.get("_meta")]
+        if snapshot is None or dedup.is_duplicate(channel, snapshot):
             self.n.duplicates_removed += 1
-            self.ledger.drop(
-                out, m, _AGENT, AuditEvent.DUPLICATE_DROPPED, "repeats the last state_update"
-            )
+            self.ledger.drop(out, m, _AGENT, AuditEvent.DUPLICATE_DROPPED, _REPEATS_REPORT)
             return []
-        self.dedup.delivered(channel, snapshot, footprint(snapshot, self._dedup_cap))
+        dedup.delivered(channel, snapshot, footprint(snapshot, self._dedup_cap), m.raw)
         return None
 
     def _v1_opt_in(self, m: Message, su: str, out: list[Action]) -> None:
@@ -508,7 +554,7 @@ class AgentDirection(EnginePart):
         p = m.params
         assert p is not None
         parent = p.get("sessionId")
-        view = view_subagent_update(upd)
+        view = self._view(upd)
         if view is None or type(parent) is not str:
             self.ledger.audit(
                 out,
@@ -529,9 +575,12 @@ class AgentDirection(EnginePart):
             and self._dedup_on
             and type(mirror) is list
             and VIEW_KEY not in upd  # a large frame is never cut: never a duplicate
-            and self.dedup.is_duplicate(("mirror", cid), mirror)
+            and (
+                self.dedup.repeats(("mirror", cid), m.raw)  # exact: StateDedup.repeats
+                or self.dedup.is_duplicate(("mirror", cid), mirror)
+            )
         ):
-            return self._duplicate_mirror(m, upd, parent, existing.parent_id, now, out)
+            return self._duplicate_mirror(m, upd, view, parent, existing, now, out)
         outcome = reg.apply(parent, view, now)
         if reg.truncated_last:
             self.ledger.audit(
@@ -544,6 +593,21 @@ class AgentDirection(EnginePart):
                 "only capabilities kept (none if they alone are over)",
             )
         return _OUTCOMES[outcome](self, m, cid, parent, mirror, out)
+
+    def _view(self, upd: dict[str, Any]) -> SubagentUpdate | None:
+        """:func:`~acp_proxy.core.session.schema.view_subagent_update` of ``upd``; the
+        last one is kept with the object it read, and given again for that same
+        object (a line repeated byte for byte is one parsed message:
+        :class:`~acp_proxy.core.wire.memo.LineMemo`). Exact: a view is a function
+        of the update, which nothing changes in place, and the reference kept
+        stops its id from being reused."""
+        last = self._last_view
+        if last is not None and last[0] is upd:
+            return last[1]
+        view = view_subagent_update(upd)
+        # a large frame's update holds the whole frame's bytes: never kept
+        self._last_view = None if VIEW_KEY in upd else (upd, view)
+        return view
 
     def _mirror(
         self, m: Message, p: dict[str, Any], upd: dict[str, Any], view: SubagentUpdate
@@ -598,7 +662,7 @@ class AgentDirection(EnginePart):
     def _accepted(self, m: Message, cid: str, mirror: _Mirror, out: list[Action]) -> Child:
         """The registry took the update: its mirror remembered, the message forwarded."""
         if self._dedup_on and mirror is not UNSET:
-            self.dedup.delivered(("mirror", cid), mirror, footprint(mirror, self._dedup_cap))
+            self.dedup.delivered(("mirror", cid), mirror, footprint(mirror, self._dedup_cap), m.raw)
         child = self.registry.child(cid)
         assert child is not None
         self.ledger.forward(out, _CLIENT, m.raw)
@@ -667,31 +731,31 @@ class AgentDirection(EnginePart):
         self,
         m: Message,
         upd: dict[str, Any],
+        view: SubagentUpdate,
         parent: str,
-        parent_id: str,
+        child: Child,
         now: float,
         out: list[Action],
     ) -> list[Message]:
-        """A ``subagent_update`` whose ``state`` repeats the child's last mirror:
-        dropped when nothing else in it changes anything, else forwarded without
-        its ``state`` member (only those bytes cut)."""
+        """A ``subagent_update`` whose ``state`` repeats the child's last mirror
+        (``view``: its view; ``child``: the child it names): dropped when nothing
+        else in it changes anything, else forwarded without its ``state`` member
+        (only those bytes cut)."""
         p = m.params
         assert p is not None
-        view = view_subagent_update(upd)
-        assert view is not None
         reg = self.registry
         cid = view.session_id
-        child = reg.child(cid)
-        assert child is not None
+        parent_id = child.parent_id
+        changes = reg.would_change(view)
         only_state = (
-            not reg.would_change(view)
+            not changes
             and not view.malformed
             and (child.fresh or view.capabilities is UNSET or reg.in_history(child.parent_id))
             and upd.keys() <= _SUBAGENT_KEYS
             and p.keys() <= {"sessionId", "update"}
             and m.body.keys() <= {"jsonrpc", "method", "params"}
         )
-        reg.apply(parent, view, now)
+        reg.apply(parent, view, now, changes)
         self._audit_restored(cid, parent_id, out)
         if only_state:
             self.n.duplicates_removed += 1

@@ -46,13 +46,16 @@ from acp_proxy.core.wire.jsonrpc import (
     parse,
 )
 from acp_proxy.core.wire.jsonscan import request_id_from_prefix
+from acp_proxy.core.wire.memo import LineMemo
 from acp_proxy.core.wire.passthrough import (
     NEEDS,
     NEEDS_WITH_TOOLS,
+    chunk_static,
     envelope_uninspected,
+    run_sessions,
     uninspected,
 )
-from acp_proxy.core.wire.runs import envelope_run, plain_run
+from acp_proxy.core.wire.runs import chunk_run, envelope_run, plain_run
 from acp_proxy.core.wire.verdict import Verdict
 
 __all__ = ["CoreStatistics", "ProxyCore"]
@@ -113,6 +116,7 @@ class ProxyCore(EnginePart):
         self.agent_deaf = False
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
         self._needs = self._needs_table()
+        self._inspected = LineMemo(self._reparse).parse  # inspected lines of runs (repeats)
         self.agent = AgentDirection(ctx)
         self.client = ClientDirection(ctx, self.agent)
 
@@ -323,54 +327,78 @@ class ProxyCore(EnginePart):
         return out
 
     def _run(self, data: bytes, now: float) -> list[Action] | None:
-        """An agent run decoded at once, or ``None`` when it cannot be (one item per line)."""
-        items: list[Any] | None = envelope_run(data, self._max_depth)
+        """An agent run decoded at once, or ``None`` when it cannot be (one item per line).
+
+        A run of content chunks is judged in bulk except for the sessions
+        (:func:`~acp_proxy.core.wire.passthrough.chunk_static`); every line is
+        decided against the sessions known when its turn comes, as alone (an
+        inspected message before it may make the registry learn or forget one).
+        """
+        known = self._known
+        needs = self._needs
+        sids: list[str] | None = None
+        static: list[bool] | None = None
         check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = envelope_uninspected
-        if items is None:
+        items: list[Any] | None = chunk_run(data, self._max_depth)
+        if items is not None:
+            static = chunk_static(items, needs)
+            sids = run_sessions(items)
+        elif (items := envelope_run(data, self._max_depth)) is None:
             items = plain_run(data, self._max_depth)
             check = uninspected
             if items is None:
                 return None
-        known = self._known
-        needs = self._needs
+        count = len(items)
+        if sids is not None and static is None and known.issuperset(sids):
+            return self._forward_fast(data, count)
         out: list[Action] = []
         frames: list[bytes] = []
         start = 0  # first frame of the current stretch of plain notifications
         for j, item in enumerate(items):
-            if check(item, known, needs):
+            if sids is None:
+                if check(item, known, needs):
+                    continue
+            elif (static is None or static[j]) and sids[j] in known:
                 continue
             if not frames:
                 frames = data.split(b"\n")  # one line per item
             if start < j:
                 out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
-            out.extend(
-                self._message(
-                    _AGENT,
-                    self._reparse(frames[j]),
-                    now,
-                )
-            )
+            # a repeated line: its first parse; not the fast path (the run's check said so)
+            out.extend(self._inspect(self._inspected(frames[j]), now))
             start = j + 1
         if not frames:
-            return self._forward_fast(data, len(items))
-        if start < len(frames):
-            out.extend(self._forward_fast(b"\n".join(frames[start:]), len(frames) - start))
+            return self._forward_fast(data, count)
+        if start < count:
+            out.extend(self._forward_fast(b"\n".join(frames[start:]), count - start))
         return out
 
     def _message(self, source: Peer, m: Message, now: float) -> list[Action]:
         """One parsed frame (a message, or a batch of them) from ``source``."""
-        if (
-            m.kind is _NOTIFICATION
-            and source is _AGENT
-            and m.verdict is _OK
-            and uninspected(m.body, self._known, self._needs)
-        ):
-            return self._forward_fast(m.raw)
         out: list[Action] = []
+        if m.kind is _NOTIFICATION and source is _AGENT and m.verdict is _OK:
+            if uninspected(m.body, self._known, self._needs):
+                return self._forward_fast(m.raw)
+            if self.agent.repeated_report(m, out):  # a repeated state report, dropped
+                return out
         if m.kind is _BATCH:
             self._batch(source, m, out)
         else:
             self._dispatch(source, m, now, out)
+        return out
+
+    def _inspect(self, m: Message, now: float) -> list[Action]:
+        """:meth:`_message` of an agent line of a run that the run's check
+        (:func:`~acp_proxy.core.wire.passthrough.envelope_uninspected` or
+        :func:`~acp_proxy.core.wire.passthrough.uninspected` of the same line)
+        did not pass: its own test of the fast path is not made again. A line of
+        a run is one JSON object (never a batch). Exact even if the two tests
+        disagreed: the fast path forwards only what the engine forwards
+        unchanged, and counts it the same."""
+        out: list[Action] = []
+        if m.kind is _NOTIFICATION and m.verdict is _OK and self.agent.repeated_report(m, out):
+            return out  # a repeated state report, dropped
+        self._dispatch(_AGENT, m, now, out)
         return out
 
     def _batch(self, source: Peer, m: Message, out: list[Action]) -> None:

@@ -70,6 +70,12 @@ class Child:
     fresh: bool = True
     nbytes: int = 0
     truncated: bool = False
+    #: (the tracked fields' values, each one's footprint) when last measured
+    #: (:func:`_fields_bytes`): a field still holding the same object is not
+    #: measured again (values are never changed in place, only replaced).
+    measured: tuple[tuple[Any, ...], tuple[int, ...]] | None = attrs.field(
+        default=None, repr=False, eq=False
+    )
 
     def permits(self, capability: str) -> bool:
         """True when the child is fresh and ``capabilities`` holds ``capability``
@@ -328,7 +334,13 @@ class Registry:
                 return True
         return not meta_patch_is_noop(c.meta, view.meta)
 
-    def apply(self, parent_id: str, view: SubagentUpdate, now: float) -> UpdateOutcome:
+    def apply(
+        self,
+        parent_id: str,
+        view: SubagentUpdate,
+        now: float,
+        would_change: bool | None = None,
+    ) -> UpdateOutcome:
         """Applies a ``subagent_update`` delivered on ``parent_id``.
 
         The first update for an unknown child announces it under ``parent_id``;
@@ -347,6 +359,8 @@ class Registry:
             parent_id: ``params.sessionId`` of the carrying notification.
             view: the lenient view of ``params.update``.
             now: the core's clock, seconds.
+            would_change: :meth:`would_change` of ``view``, when the caller has
+                just asked it (``None``: asked here).
 
         Returns:
             The :class:`UpdateOutcome`.
@@ -376,7 +390,9 @@ class Registry:
             self.children[sid] = c
             self.known.add(sid)
             return UpdateOutcome.CONFLICT if conflict else UpdateOutcome.ANNOUNCED
-        changed = self.would_change(view) or (view.state is not UNSET and view.state != c.state)
+        if would_change is None:
+            would_change = self.would_change(view)
+        changed = would_change or (view.state is not UNSET and view.state != c.state)
         self._patch(c, view)
         self._account(c)
         if not history and view.capabilities is not UNSET and not c.fresh:
@@ -399,6 +415,7 @@ class Registry:
             size = _fields_bytes(c, self.max_child_bytes)
             if size > self.max_child_bytes or self.nbytes - old + size > self.max_registry_bytes:
                 c.capabilities = None
+                c.measured = None  # holds nothing the child no longer does
                 size = 0
         self.nbytes += size - old
         c.nbytes = size
@@ -418,9 +435,17 @@ class Registry:
 
 def _fields_bytes(c: Child, cap: int) -> int:
     """Bytes ``c``'s tracked fields hold in memory (:func:`footprint`; counting stops
-    past ``cap``)."""
-    n = 0
-    for value in (
+    past ``cap``: the result is exact up to ``cap``, else some number above it).
+
+    Incremental (issue 29): each field's footprint (counted up to ``cap``) is
+    kept in :attr:`Child.measured`, and a field that holds the same object as
+    when it was measured is not walked again. Exact, because the registry
+    replaces a field's value and never changes one in place: the same object
+    has the same footprint. The sum of the fields' footprints is exact when it
+    is at most ``cap``, and above ``cap`` when it is not (a footprint counted up
+    to ``cap`` is exact or above ``cap``), as the one walk over all fields gives.
+    """
+    values = (
         c.title,
         c.description,
         c.capabilities,
@@ -428,9 +453,17 @@ def _fields_bytes(c: Child, cap: int) -> int:
         c.cwd,
         c.additional_directories,
         c.meta,
-    ):
-        if value is not None:
-            n += footprint(value, cap - n)
-            if n > cap:
-                return n
+    )
+    last = c.measured
+    if last is not None and last[1][7] != cap:
+        last = None
+    sizes = [0, 0, 0, 0, 0, 0, 0, cap]
+    n = 0
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        size = last[1][i] if last is not None and last[0][i] is value else footprint(value, cap)
+        sizes[i] = size
+        n += size
+    c.measured = (values, tuple(sizes))
     return n

@@ -77,33 +77,42 @@ def _bad_session_id(f: Facts, s: Shape, lim: Limits) -> str | None:
     a ``session/update`` the members and reference lists
     :data:`~acp_proxy.core.wire.passthrough.UPDATE_RULES` names for its kind (the
     same table the fast path reads, so a message the fast path forwards is never
-    refused here)."""
+    refused here). Runs on every frame parsed: no list is built (issue 29)."""
     params = s.params
     if params is None:
         return None
     named = params.get("sessionId", "")
-    if type(named) is not str:
-        return reasons.session_id_reason(named, lim.max_session_id_bytes)
-    ids: list[Any] = [named]
-    upd = params.get("update")
-    if type(upd) is dict and s.method == "session/update":
-        su = upd.get("sessionUpdate")
-        rule = UPDATE_RULES.get(su) if type(su) is str else None
-        if rule is not None:
-            ids += (upd.get(k) for k in rule.ids)
-            if rule.refs is not None:
-                items = upd.get(rule.refs[0])
-                if type(items) is list:
-                    ids += (i.get("sessionId") for i in items if type(i) is dict)
     limit = lim.max_session_id_bytes
-    for sid in ids:
-        if (
-            type(sid) is str
-            and len(sid) > limit // 4
-            and (len(sid) > limit or len(sid.encode("utf-8", "surrogatepass")) > limit)
-        ):
+    if type(named) is not str:
+        return reasons.session_id_reason(named, limit)
+    if _long_id(named, limit):
+        return reasons.session_id_reason(named, limit)
+    upd = params.get("update")
+    if type(upd) is not dict or s.method != "session/update":
+        return None
+    su = upd.get("sessionUpdate")
+    rule = UPDATE_RULES.get(su) if type(su) is str else None
+    if rule is None:
+        return None
+    for k in rule.ids:
+        if _long_id(upd.get(k), limit):
             return reasons.session_id_reason(named, limit)
+    if rule.refs is not None:
+        items = upd.get(rule.refs[0])
+        if type(items) is list:
+            for i in items:
+                if type(i) is dict and _long_id(i.get("sessionId"), limit):
+                    return reasons.session_id_reason(named, limit)
     return None
+
+
+def _long_id(sid: Any, limit: int) -> bool:
+    """``sid`` is a string of more than ``limit`` bytes (UTF-8; lone surrogates as three)."""
+    return (
+        type(sid) is str
+        and len(sid) > limit // 4
+        and (len(sid) > limit or len(sid.encode("utf-8", "surrogatepass")) > limit)
+    )
 
 
 def _repeated(f: Facts, s: Shape, lim: Limits) -> str | None:

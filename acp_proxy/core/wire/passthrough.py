@@ -4,20 +4,23 @@ docs/design.md section 2 (step 2, the fast path). One table, :data:`UPDATE_RULES
 says which ``session/update`` kinds the engine must inspect and where in them
 a session may be named; every path reads it: the fast-path predicates here
 (:func:`uninspected` for a decoded body, :func:`envelope_uninspected` for a
-run's :class:`~acp_proxy.core.wire.runs.Envelope`), the hold buffer's search
+run's :class:`~acp_proxy.core.wire.runs.Envelope`, :func:`chunk_uninspected`
+and its bulk form :func:`chunk_static` for a run of content chunks), the hold buffer's search
 for references (``AgentDirection.unknown_session``) and the session id checks
 (``ProxyCore._bad_session_id``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from operator import attrgetter
 from typing import Any
 
 import attrs
+import msgspec
 
 from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEYS, SNAKE_UPDATE_KEYS, meta_misread
-from acp_proxy.core.wire.runs import Envelope, update_kind
+from acp_proxy.core.wire.runs import CHUNK_KINDS, ChunkEnvelope, Envelope, update_kind
 
 __all__ = [
     "CANCEL_REQUEST",
@@ -26,7 +29,10 @@ __all__ = [
     "REFERENCE_LISTS",
     "UPDATE_RULES",
     "UpdateRule",
+    "chunk_static",
+    "chunk_uninspected",
     "envelope_uninspected",
+    "run_sessions",
     "uninspected",
 ]
 
@@ -159,3 +165,67 @@ def envelope_uninspected(
         return True
     need = needs.get(update_kind(su) or "", _NEVER)
     return need is _NEVER or (need is not None and need not in upd)
+
+
+class _AnySession(Collection[str]):
+    """Every session: the predicates' verdict on a message if its session is known."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_ANY_SESSION = _AnySession()
+_sid = attrgetter("params.sessionId")
+
+
+def run_sessions(envs: list[Envelope] | list[ChunkEnvelope]) -> list[str]:
+    """The ``params.sessionId`` of each envelope, in order (one C pass)."""
+    return list(map(_sid, envs))
+
+
+def chunk_uninspected(
+    env: ChunkEnvelope, known: Collection[str], needs: dict[str, str | None] = NEEDS
+) -> bool:
+    """:func:`uninspected` for a :data:`~acp_proxy.core.wire.runs.ChunkEnvelope`.
+
+    Its type already rules out everything but the session and the kind:
+    ``jsonrpc`` is ``"2.0"``, the method ``session/update``, there is no
+    ``id`` / ``result`` / ``error``, no ``_meta`` and no snake_case key, and
+    the update holds exactly ``sessionUpdate`` (one of
+    :data:`~acp_proxy.core.wire.runs.CHUNK_KINDS`), ``content`` and perhaps
+    ``messageId``.
+    """
+    if env.params.sessionId not in known:
+        return False
+    upd = env.params.update
+    need = needs.get(upd.sessionUpdate, _NEVER)
+    return need is _NEVER or (need is not None and getattr(upd, need, _UNSET) is _UNSET)
+
+
+_UNSET: Any = msgspec.UNSET
+
+
+def chunk_static(
+    envs: list[ChunkEnvelope], needs: dict[str, str | None] = NEEDS
+) -> list[bool] | None:
+    """:func:`chunk_uninspected` of each envelope if its session were known.
+
+    ``chunk_uninspected(envs[j], known, needs)`` is ``flags[j] and
+    envs[j].params.sessionId in known`` for every ``known``, so the caller
+    decides each line against the sessions known when its turn comes.
+
+    Returns:
+        ``None`` when every flag is True: at once for a ``needs`` table
+        listing no chunk kind (:data:`NEEDS` and :data:`NEEDS_WITH_TOOLS`
+        list none), where a chunk line depends on its session alone; else
+        one flag per envelope.
+    """
+    if CHUNK_KINDS.isdisjoint(needs):
+        return None
+    return [chunk_uninspected(env, _ANY_SESSION, needs) for env in envs]

@@ -26,13 +26,28 @@ accepted line the way the proxy does.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, Literal, get_args
 
 import msgspec
 
 from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than
 
-__all__ = ["Envelope", "EnvelopeParams", "envelope_run", "plain_run", "update_kind"]
+__all__ = [
+    "CHUNK_KINDS",
+    "Chunk",
+    "ChunkEnvelope",
+    "ChunkFirst",
+    "ChunkKind",
+    "ChunkLast",
+    "Envelope",
+    "EnvelopeParams",
+    "chunk_run",
+    "envelope_run",
+    "plain_run",
+    "update_kind",
+]
 
 
 class EnvelopeParams(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -79,6 +94,17 @@ def _same_bytes(encoded: bytes, data: bytes) -> bool:
     return len(encoded) == len(data) + 1 and encoded.startswith(data)
 
 
+def _utf8(data: bytes) -> bool:
+    """``data`` is valid UTF-8 (msgspec skips raw values without checking it)."""
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelope] | None:
     """The envelopes of ``data`` when every line is one, written exactly as re-encoded.
 
@@ -92,11 +118,8 @@ def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelo
     Returns:
         One :class:`Envelope` per line, in order, or ``None``.
     """
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+    if not _utf8(data):
+        return None
     try:
         envelopes: list[Envelope] = _decode_envelopes(data)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
@@ -129,6 +152,131 @@ def _fits(value: msgspec.Raw, max_depth: int) -> bool:
     except (msgspec.DecodeError, RecursionError):
         return False
     return not nested_deeper_than(decoded, max_depth)
+
+
+# --- content chunks: the agent's plain stream, decoded into fixed fields -------------
+#
+# The update of ``agent_message_chunk`` and its kin holds ``sessionUpdate``,
+# ``content`` and maybe ``messageId``. Decoded into Structs whose types pin
+# ``jsonrpc`` to ``"2.0"``, ``method`` to ``session/update`` and the kind to
+# :data:`ChunkKind` (no dict, no key strings), a line costs the decoder less
+# and its verdict depends on its session alone: one C pass over the run. Any
+# other key, kind or method, a ``_meta`` anywhere at the decision levels, a
+# missing member or another type fails the decode, and the run goes to
+# :func:`envelope_run`.
+# Structs re-encode their fields in declaration order, so each spelling an SDK
+# writes has its own class (the TypeScript SDK writes the kind first, the
+# Python SDK's pydantic models last); the identical-bytes argument above holds
+# for each, at every decision level.
+
+
+#: The kinds a :class:`ChunkFirst` / :class:`ChunkLast` may have (ACP's content
+#: chunks; none is in ``passthrough.UPDATE_RULES``, a test checks).
+ChunkKind = Literal["agent_message_chunk", "agent_thought_chunk", "user_message_chunk"]
+#: :data:`ChunkKind`'s values.
+CHUNK_KINDS: frozenset[str] = frozenset(get_args(ChunkKind))
+
+
+class ChunkFirst(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    """A content chunk update written kind first: ``{"sessionUpdate","content"[,"messageId"]}``.
+
+    Attributes:
+        sessionUpdate: the kind, one of :data:`ChunkKind`.
+        content: the content block, raw JSON bytes.
+        messageId: the message the chunk belongs to, if given.
+    """
+
+    sessionUpdate: ChunkKind
+    content: msgspec.Raw
+    messageId: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+class ChunkLast(
+    msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
+    """:class:`ChunkFirst` written kind last: ``{"content"[,"messageId"],"sessionUpdate"}``."""
+
+    content: msgspec.Raw
+    messageId: str | None | msgspec.UnsetType = msgspec.UNSET
+    sessionUpdate: ChunkKind
+
+
+#: The update of a :class:`ChunkEnvelope`.
+Chunk = ChunkFirst | ChunkLast
+
+
+class _ChunkParamsFirst(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    sessionId: str
+    update: ChunkFirst
+
+
+class _ChunkParamsLast(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    sessionId: str
+    update: ChunkLast
+
+
+class _ChunkEnvelopeFirst(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    jsonrpc: Literal["2.0"]
+    method: Literal["session/update"]
+    params: _ChunkParamsFirst
+
+
+class _ChunkEnvelopeLast(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    jsonrpc: Literal["2.0"]
+    method: Literal["session/update"]
+    params: _ChunkParamsLast
+
+
+#: One line of a :func:`chunk_run`: ``{"jsonrpc":"2.0","method","params":{"sessionId","update"}}``
+#: with a :data:`Chunk` update (attributes as :class:`Envelope`'s).
+ChunkEnvelope = _ChunkEnvelopeFirst | _ChunkEnvelopeLast
+
+_CHUNK_DECODERS: list[Callable[[bytes], list[Any]]] = [
+    msgspec.json.Decoder(_ChunkEnvelopeFirst).decode_lines,
+    msgspec.json.Decoder(_ChunkEnvelopeLast).decode_lines,
+]
+_content = attrgetter("params.update.content")
+
+
+def chunk_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[ChunkEnvelope] | None:
+    """The chunk envelopes of ``data`` when every line is one, written exactly as re-encoded.
+
+    As :func:`envelope_run`, for lines whose update is a :data:`Chunk` (one
+    spelling for the whole run). The spelling that decoded the last run is
+    tried first: a hint for speed, never for the verdict (each is exact).
+
+    Args:
+        data: lines joined by ``b"\\n"``, without the last newline.
+
+    Returns:
+        One envelope per line, in order, or ``None`` (the caller tries
+        :func:`envelope_run`).
+    """
+    if not _utf8(data):
+        return None
+    try:
+        envelopes: list[Any] = _CHUNK_DECODERS[0](data)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        return None  # the other spelling has the same members: it fails alike
+    encoded = _encode_lines(envelopes)
+    if not _same_bytes(encoded, data):
+        if len(encoded) != len(data) + 1:
+            return None  # not a matter of order: the other spelling encodes as long
+        try:
+            envelopes = _CHUNK_DECODERS[1](data)  # the same members: decodes alike
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if not _same_bytes(_encode_lines(envelopes), data):
+            return None
+        _CHUNK_DECODERS.reverse()  # this spelling first next time
+    inner = max_depth - 3
+    long_value = min(sys.get_int_max_str_digits() or 1 << 62, 2 * (inner + 1) - 1)
+    if len(data) > long_value and max(map(len, map(_content, envelopes))) > long_value:
+        for env in envelopes:
+            value = env.params.update.content
+            if len(value) > long_value and not _fits(value, inner):
+                return None
+    return envelopes
 
 
 def _may_hold_a_batch(data: bytes) -> bool:
@@ -178,7 +326,7 @@ _MAX_KINDS = 256
 _MAX_KIND_BYTES = 64
 
 
-def update_kind(raw: msgspec.Raw) -> str | None:
+def update_kind(raw: msgspec.Raw | bytes) -> str | None:
     """The value of a raw ``sessionUpdate`` member when it is a string, else ``None``.
 
     Decoded properly (``"subagent\\u005fupdate"`` is ``"subagent_update"``);
