@@ -144,7 +144,10 @@ def check_writable(path: str, what: str) -> None:
         raise UsageError(_refusal(what, path, kind))
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise UsageError(f"{what} {path!r}: the directory {directory!r} does not exist")
+        raise UsageError(
+            f"{what} {path!r}: the directory {directory!r} does not exist; "
+            "create it or name a file in an existing one"
+        )
     if os.path.exists(path):
         if not os.access(path, os.W_OK):
             raise UsageError(f"{what} {path!r} is not writable")
@@ -176,7 +179,14 @@ def find_command(command: str) -> str:
         if os.path.isfile(command) and os.access(command, os.X_OK):
             _check_interpreter(command)
             return command
-        reason = "does not exist" if not os.path.exists(command) else "is not an executable file"
+        if not os.path.exists(command):
+            reason = "does not exist: give the path of the agent's executable"
+        elif os.path.isdir(command):
+            reason = "is a directory: give the path of the agent's executable in it"
+        else:
+            reason = (
+                "is not executable: make it executable (chmod +x) or name its interpreter first"
+            )
         raise UsageError(f"agent command {command!r} {reason}")
     found = which(command)
     if found is None:

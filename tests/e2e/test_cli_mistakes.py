@@ -63,7 +63,9 @@ def one_sentence(r: subprocess.CompletedProcess[bytes], status: int, *words: str
 
 def test_log_file_in_a_missing_directory(tmp_path: Path) -> None:
     r = run("--log-file", str(tmp_path / "no" / "proxy.log"), "--", PY, "-c", "pass")
-    one_sentence(r, 2, "--log-file", "does not exist")
+    one_sentence(r, 2, "--log-file", "does not exist", "create it")
+    r = run(f"--log-file={tmp_path / 'no' / 'proxy.log'}", "--", PY, "-c", "pass")
+    one_sentence(r, 2, "--log-file", "does not exist", "create it")
 
 
 def test_log_file_that_is_a_directory(tmp_path: Path) -> None:
@@ -191,6 +193,19 @@ def test_check_config_checks_the_agent_command(tmp_path: Path) -> None:
     r = run("check-config", str(cfg), "--", "/nonexistent/agent")
     one_sentence(r, 2, "'/nonexistent/agent'", "does not exist")
     assert run("check-config", str(cfg), "--", PY, "-c", "pass").returncode == 0
+
+
+def test_an_agent_path_that_cannot_run_says_what_to_do(tmp_path: Path) -> None:
+    """A directory or a file without the executable bit, given as the agent: one
+    sentence saying what to do, exit 2, and the agent never started."""
+    script = tmp_path / "agent.sh"
+    marker = tmp_path / "started"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    line = one_sentence(run("--", str(script)), 2, repr(str(script)), "chmod +x")
+    assert "interpreter" in line
+    line = one_sentence(run("--", str(tmp_path)), 2, repr(str(tmp_path)), "is a directory")
+    assert "executable" in line
+    assert not marker.exists()
 
 
 # --- the WebSocket modes ---------------------------------------------------
