@@ -592,6 +592,9 @@ def _mode(args: argparse.Namespace, agent_cmd: list[str]) -> str:
         raise UsageError(f"--{mode} takes no agent command: the agent is on the other side")
     if mode == "listen" and args.upstream is not None and agent_cmd:
         raise UsageError("--upstream takes no agent command: the agent is on the other side")
+    for option, value in (("--config", args.config), ("--log-file", args.log_file)):
+        if value == "":  # never read as "none": a wrapper's unset variable would drop the policy
+            raise UsageError(f"{option} is empty: give the path of a file, or leave the option out")
     if args.watch_config and not args.config:
         raise UsageError("--watch-config needs --config FILE: the file to watch")
     if mode in ("stdio", "listen") and not agent_cmd and args.upstream is None:

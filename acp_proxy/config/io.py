@@ -365,7 +365,10 @@ def read_config_bytes(path: str | os.PathLike[str]) -> bytes:
             data = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(
-            "", f"cannot read config file: {exc.strerror or exc}", source=name
+            "",
+            f"cannot read config file: {exc.strerror or exc}; give the path of a TOML file "
+            "(acp-proxy config default > FILE writes one)",
+            source=name,
         ) from exc
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError("", f"larger than {MAX_CONFIG_BYTES} bytes", source=name)

@@ -208,6 +208,26 @@ def test_an_agent_path_that_cannot_run_says_what_to_do(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_an_empty_config_or_log_file_is_refused_before_the_agent_starts(tmp_path: Path) -> None:
+    """``--config ''`` (a wrapper's unset variable) is not read as "no file": the run
+    would go on without the policy the user meant. Exit 2, and no agent started."""
+    marker = tmp_path / "started"
+    agent = [PY, "-c", f"open({str(marker)!r}, 'w')"]
+    for args in (["--config", ""], ["--config="], ["--log-file", ""], ["--log-file="]):
+        option = args[0].split("=")[0]
+        one_sentence(run(*args, "--", *agent), 2, f"{option} is empty", "give the path")
+    assert not marker.exists()
+
+
+def test_a_missing_config_file_says_what_to_do(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    agent = [PY, "-c", f"open({str(marker)!r}, 'w')"]
+    missing = tmp_path / "nope.toml"
+    for args in (["--config", str(missing)], ["--config", str(tmp_path)]):
+        one_sentence(run(*args, "--", *agent), 2, "cannot read config file", "config default")
+    assert not marker.exists()
+
+
 # --- the WebSocket modes ---------------------------------------------------
 
 
