@@ -70,10 +70,10 @@ class Child:
     fresh: bool = True
     nbytes: int = 0
     truncated: bool = False
-    #: (the tracked fields' values, each one's footprint) when last measured
-    #: (:func:`_fields_bytes`): a field still holding the same object is not
-    #: measured again (values are never changed in place, only replaced).
-    measured: tuple[tuple[Any, ...], tuple[int, ...]] | None = attrs.field(
+    #: (the cap counted to, the tracked fields' values, each one's footprint)
+    #: when last measured (:func:`_fields_bytes`): a field still holding the same
+    #: object is not measured again (values are never changed in place, only replaced).
+    measured: tuple[int, tuple[Any, ...], tuple[int, ...]] | None = attrs.field(
         default=None, repr=False, eq=False
     )
 
@@ -455,15 +455,15 @@ def _fields_bytes(c: Child, cap: int) -> int:
         c.meta,
     )
     last = c.measured
-    if last is not None and last[1][7] != cap:
+    if last is not None and last[0] != cap:
         last = None
-    sizes = [0, 0, 0, 0, 0, 0, 0, cap]
+    sizes = [0] * len(values)
     n = 0
     for i, value in enumerate(values):
         if value is None:
             continue
-        size = last[1][i] if last is not None and last[0][i] is value else footprint(value, cap)
+        size = last[2][i] if last is not None and last[1][i] is value else footprint(value, cap)
         sizes[i] = size
         n += size
-    c.measured = (values, tuple(sizes))
+    c.measured = (cap, values, tuple(sizes))
     return n

@@ -130,8 +130,7 @@ def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelo
     # one long enough to hold an integer past Python's digit limit, or to nest
     # deeper than a member may (it sits three levels down), must pass the full
     # decoder, as it would on the frame-by-frame path (which refuses both).
-    inner = max_depth - 3
-    long_value = min(sys.get_int_max_str_digits() or 1 << 62, 2 * (inner + 1) - 1)
+    inner, long_value = _member_bounds(max_depth)
     for env in envelopes:
         params = env.params
         meta = params.meta
@@ -143,6 +142,13 @@ def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelo
             if len(value) > long_value and not _fits(value, inner):
                 return None
     return envelopes
+
+
+def _member_bounds(max_depth: int) -> tuple[int, int]:
+    """(the nesting a raw member three levels down may have, the length in bytes
+    above which a raw value may hold a too-long integer or nest deeper than that)."""
+    inner = max_depth - 3
+    return inner, min(sys.get_int_max_str_digits() or 1 << 62, 2 * (inner + 1) - 1)
 
 
 def _fits(value: msgspec.Raw, max_depth: int) -> bool:
@@ -269,8 +275,7 @@ def chunk_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[ChunkEnve
         if not _same_bytes(_encode_lines(envelopes), data):
             return None
         _CHUNK_DECODERS.reverse()  # this spelling first next time
-    inner = max_depth - 3
-    long_value = min(sys.get_int_max_str_digits() or 1 << 62, 2 * (inner + 1) - 1)
+    inner, long_value = _member_bounds(max_depth)
     if len(data) > long_value and max(map(len, map(_content, envelopes))) > long_value:
         for env in envelopes:
             value = env.params.update.content
