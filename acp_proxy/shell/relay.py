@@ -41,13 +41,8 @@ from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, error_frame
 from acp_proxy.shell.budget_store import RedisBudgetStore, store_for
-from acp_proxy.shell.routing import (
-    AuditSink,
-    CoreTimer,
-    coalesce,
-    flush_log_summaries,
-    route_actions,
-)
+from acp_proxy.shell.relay_loop import CoreTimer, coalesce
+from acp_proxy.shell.routing import AuditSink, flush_log_summaries, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["AUDIT_LOST", "THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
