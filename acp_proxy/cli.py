@@ -39,7 +39,7 @@ from acp_proxy.config.files import (
     open_regular,
     resolve_audit_paths,
 )
-from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
+from acp_proxy.errors import AgentSignalled, ConfigError, ConnectFailed, UsageError
 from acp_proxy.shell.fast_lane import read_options
 from acp_proxy.shell.log_levels import DEFAULT_LEVEL, LEVEL_NAMES, register_notice
 
@@ -405,7 +405,6 @@ def _main(argv: list[str]) -> int:
         early = _start_early(mode, cfg, agent_cmd)
     _protect_own_files(args, own_files_cfg)  # cannot refuse: after the agent's early start
     from acp_proxy.shell.observe import install
-    from acp_proxy.shell.transport.process import AgentSignalled
     from acp_proxy.shell.watch import open_hub
 
     hub = open_hub(cfg, run_id)
@@ -635,8 +634,6 @@ def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
     try:
         status: int = trio.run(func, *args)
     except BaseExceptionGroup as group:
-        from acp_proxy.shell.transport.process import AgentSignalled
-
         leaf = _unwrap(group)
         if isinstance(leaf, (UsageError, ConnectFailed, AgentSignalled)):
             raise leaf from None
