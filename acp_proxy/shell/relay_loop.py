@@ -6,11 +6,12 @@ their writes the same way; only the number of real streams differs.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
 
 import trio
 
-__all__ = ["MAX_COALESCE", "CoreTimer", "coalesce"]
+__all__ = ["MAX_COALESCE", "CoreTimer", "PerfCounterClock", "coalesce"]
 
 #: queued batches merged into one write
 MAX_COALESCE = 256
@@ -73,3 +74,23 @@ def coalesce(
             return frames, True
         frames.extend(more)
     return frames, False
+
+
+class PerfCounterClock(trio.abc.Clock):
+    """trio's system clock without its random offset: ``time.perf_counter()`` seconds.
+
+    The stdio form's opening gives the core these times before trio runs
+    (:mod:`~acp_proxy.shell.opening`); the relay that goes on with that core
+    must keep the same clock, so its deadlines stay where the core put them.
+    """
+
+    def start_clock(self) -> None:
+        """Nothing to start."""
+
+    def current_time(self) -> float:
+        """``time.perf_counter()``, seconds."""
+        return time.perf_counter()
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        """Seconds from now to ``deadline`` (negative when it has passed)."""
+        return deadline - time.perf_counter()
