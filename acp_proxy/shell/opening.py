@@ -7,9 +7,10 @@ for it. So, once the core is built, the first messages (``initialize`` and
 its answer, typically) are relayed here by a small synchronous loop while a
 thread imports the relay's modules (:func:`open_stdio`). When that import is
 done, or at anything the loop leaves to the relay (the end of either stream,
-a read or write error), the loop stops and hands over what it holds
-(:class:`Opening`): the core, both framers with any partial line, the bytes
-not yet written each way. The relay goes on from there
+a read or write error, :data:`OPENING_BYTES` read), the loop stops and
+hands over what it holds (:class:`Opening`): the core, both framers with any
+partial line, the bytes not yet written each way. Its descriptors are given
+back in the blocking mode they had. The relay goes on from there
 (:func:`~acp_proxy.shell.topology.stdio.run_stdio_process`).
 
 Nothing is decided differently: the bytes read go through the relay's framer
@@ -58,6 +59,13 @@ MAX_QUEUED_BYTES = 4 * 1024 * 1024
 #: the interpreter's thread switch interval while the import runs beside the loop,
 #: seconds: a frame that arrives waits at most about this long for the loop
 SWITCH_SECONDS = 0.0005
+
+#: bytes read from the two peers after which the opening hands over: a peer whose
+#: output never pauses would keep the loop from finding nothing to read (the import
+#: would never start) or, once the import runs, starve it of the interpreter (each of
+#: its file reads waits a switch interval); the relay, and the signals held until it
+#: runs, would wait for that stream's end. The first messages are far smaller.
+OPENING_BYTES = 1024 * 1024
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -150,8 +158,12 @@ def relay_opening(
     clock: Callable[[], float] = time.perf_counter,
 ) -> None:
     """Relays between the peers through ``opening.core`` until ``load`` has run in a
-    thread (started once nothing is left to read at once), a stream ends, or a read or
-    write fails; what is left is in ``opening`` for the relay.
+    thread (started once nothing is left to read at once), a stream ends, a read or
+    write fails, or :data:`OPENING_BYTES` have been read (then the import, if not
+    begun, runs in this thread and the relay reads the rest); what is left is in
+    ``opening`` for the relay. The descriptors are given back in the blocking mode
+    they had (fds 0 and 1 share their open file with the proxy's parent; the relay's
+    streams restore the mode they find when they close).
 
     Args:
         opening: the core, framers and queues (updated in place).
@@ -162,12 +174,19 @@ def relay_opening(
     Raises:
         Exception: what ``load`` raised (re-raised once the loop has stopped).
     """
-    for read_fd, write_fd in fds.values():
-        os.set_blocking(read_fd, False)
-        os.set_blocking(write_fd, False)
-        widen_pipe(read_fd)  # as the relay's transports do
-        widen_pipe(write_fd)
-    loop = _Loop(opening, fds, clock)
+    found = {fd: os.get_blocking(fd) for pair in fds.values() for fd in pair}
+    for fd in found:
+        os.set_blocking(fd, False)
+        widen_pipe(fd)  # as the relay's transports do
+    try:
+        _relay_until_loaded(_Loop(opening, fds, clock), load)
+    finally:
+        for fd, blocking in found.items():
+            os.set_blocking(fd, blocking)
+
+
+def _relay_until_loaded(loop: _Loop, load: Callable[[], object]) -> None:
+    """:func:`relay_opening`'s loop and import thread, on descriptors already set up."""
     done_r, done_w = os.pipe()
     failure: list[BaseException] = []
 
@@ -269,10 +288,11 @@ class _Loop:
             o.ended[peer] = True
             return False
         o.read[peer] += len(data)
+        go_on = o.read[Peer.CLIENT] + o.read[Peer.AGENT] < OPENING_BYTES
         items = o.framers[peer].feed_runs(data)
         if not items:
-            return True
-        return self._route(o.core.receive(peer, items, self.clock()))
+            return go_on
+        return self._route(o.core.receive(peer, items, self.clock())) and go_on
 
     def _route(self, actions: list[Action]) -> bool:
         go_on = True
