@@ -11,6 +11,7 @@ stdout were left non-blocking for the editor or shell that shares them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -21,7 +22,13 @@ import pytest
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.shell.opening import OPENING_BYTES, READ_BYTES, Opening, relay_opening
+from acp_proxy.shell.opening import (
+    OPENING_BYTES,
+    READ_BYTES,
+    Opening,
+    relay_opening,
+    write_queued,
+)
 
 INIT = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
 
@@ -102,3 +109,23 @@ def test_the_descriptors_are_left_blocking_as_they_were_found(fds: list[int]) ->
     assert os.read(agent_r, 1 << 20) == INIT + b"\n"
     modes = [os.get_blocking(fd) for fd in (client_in, client_out, agent_out, agent_in)]
     assert modes == [True, True, True, False]
+
+
+def test_a_long_queue_written_in_parts_leaves_the_exact_rest(fds: list[int]) -> None:
+    """``write_queued`` takes the frames written whole off the queue at once: over many
+    partial writes of a queue longer than one ``writev`` (256 frames), what was written
+    plus what is left is always the whole queue, each frame followed by a newline."""
+    r, w = os.pipe()
+    fds.extend([r, w])
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(w, False)
+    sizes = [0, 1, 7, 4095, 4096, 300, 5000, 2]
+    frames = [bytes([97 + i % 26]) * sizes[i % len(sizes)] for i in range(700)]
+    whole = b"".join(f + b"\n" for f in frames)
+    queue = list(frames)
+    got = b""
+    while queue:
+        assert write_queued(w, queue)
+        got += os.read(r, 1 << 20)
+        assert got + b"".join(f + b"\n" for f in queue) == whole
+    assert got == whole
