@@ -55,6 +55,11 @@ READ_BYTES = 256 * 1024
 #: relay's default ``max_queued_bytes``, which its transports share)
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
+#: seconds after the opening began when the import starts even though the agent has
+#: not written yet: the import waits for the agent's first bytes so as not to take
+#: CPU from its boot, but signals are held until the relay runs, so not for long
+IMPORT_AFTER_SECONDS = 0.25
+
 #: the interpreter's thread switch interval while the import runs beside the loop,
 #: seconds: a frame that arrives waits at most about this long for the loop
 SWITCH_SECONDS = 0.0005
@@ -150,8 +155,11 @@ def relay_opening(
     clock: Callable[[], float] = time.perf_counter,
 ) -> None:
     """Relays between the peers through ``opening.core`` until ``load`` has run in a
-    thread (started once nothing is left to read at once), a stream ends, or a read or
-    write fails; what is left is in ``opening`` for the relay.
+    thread, a stream ends, or a read or write fails; what is left is in ``opening`` for
+    the relay.
+
+    The thread starts once nothing is left to read at once and the agent has
+    written (its boot is over), or :data:`IMPORT_AFTER_SECONDS` after the start.
 
     Args:
         opening: the core, framers and queues (updated in place).
@@ -181,9 +189,17 @@ def relay_opening(
 
     thread: threading.Thread | None = None
     interval = sys.getswitchinterval()
+    begin = time.monotonic()
     try:
-        while loop.step(None if thread is None else done_r):
-            if thread is None and loop.idle:
+        while True:
+            if thread is None:
+                left = IMPORT_AFTER_SECONDS - (time.monotonic() - begin)
+                due = opening.read[Peer.AGENT] > 0 or left <= 0
+                if not loop.step(None, 0 if due else int(left * 1000) + 1):
+                    break
+            elif not loop.step(done_r, -1):
+                break
+            if thread is None and due and loop.idle:
                 sys.setswitchinterval(SWITCH_SECONDS)
                 thread = threading.Thread(target=work, name="acp-proxy import", daemon=True)
                 thread.start()
@@ -212,8 +228,9 @@ class _Loop:
         self._source = {read_fd: peer for peer, (read_fd, _) in fds.items()}
         self._target = {write_fd: peer for peer, (_, write_fd) in fds.items()}
 
-    def step(self, done_fd: int | None) -> bool:
-        """One round; False once the opening should hand over."""
+    def step(self, done_fd: int | None, wait_ms: int) -> bool:
+        """One round, waiting at most ``wait_ms`` (-1: no bound) or until the core's
+        timer or ``done_fd``; False once the opening should hand over."""
         o = self.opening
         poller = select.poll()
         for peer, (read_fd, write_fd) in self.fds.items():
@@ -224,15 +241,11 @@ class _Loop:
                 poller.register(write_fd, select.POLLOUT)
         if done_fd is not None:
             poller.register(done_fd, select.POLLIN)
-            timeout = self._timer_ms()
-        else:
-            timeout = 0
-        events = poller.poll(timeout)
+        timer_ms = self._timer_ms()
+        if wait_ms < 0 or 0 <= timer_ms < wait_ms:
+            wait_ms = timer_ms
+        events = poller.poll(wait_ms)
         self.idle = not events
-        if not events:
-            if done_fd is not None:
-                return self._fire_timer()
-            return True
         go_on = True
         for fd, _ in events:
             if fd == done_fd:
