@@ -129,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--log-level",
         default=DEFAULT_LEVEL,
+        type=str.lower,  # INFO reads as info (the fast lane sends it here)
         choices=LEVEL_NAMES,
         help="the proxy's own log level (stderr); the default, notice, shows one line per "
         "request the proxy refused or answered for the user",

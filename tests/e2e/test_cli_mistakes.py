@@ -143,6 +143,17 @@ def test_bad_option_value_is_one_line() -> None:
     one_sentence(run("--log-level", "loud", "--", "true"), 2, "--log-level", "loud")
 
 
+def test_log_levels_are_read_in_any_case() -> None:
+    """``--log-level INFO`` is ``info`` (it was refused in argparse's words)."""
+    r = run("--log-level", "INFO", "--", PY, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    assert b"acp-proxy: INFO: agent started" in r.stderr
+
+
+def test_an_empty_agent_command_says_what_to_do() -> None:
+    one_sentence(run("--", ""), 2, "the agent command after -- is empty", "AGENT_CMD")
+
+
 def test_no_arguments_on_a_pipe_is_not_chain_mode() -> None:
     """Chain mode needs --chain: a pipe without an agent command is a usage error."""
     init = {"jsonrpc": "2.0", "id": 0, "method": "proxy/initialize", "params": {}}
