@@ -197,7 +197,9 @@ async def run_stdio_process(
     """
     try:
         if early is not None:
-            agent = AgentProcess.adopt(early, config.limits.max_message_bytes)
+            agent = AgentProcess.adopt(
+                early, config.limits.max_message_bytes, logged=opening is not None
+            )
         else:
             agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
     except OSError as exc:
