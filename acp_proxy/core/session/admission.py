@@ -42,7 +42,6 @@ import attrs
 
 from acp_proxy.config import AdmissionConfig
 from acp_proxy.config.records import FrozenRecord
-from acp_proxy.core.session.hosts import parse_url, url_matches
 
 __all__ = [
     "ADMITTED_METHODS",
@@ -242,6 +241,8 @@ class AdmissionPolicy:
                     "admission.mcp_servers", "has an MCP transport the proxy cannot judge", field
                 )
             rule = eff.origin["mcp_http_allow"] + ".mcp_http_allow"
+            from acp_proxy.core.session.hosts import parse_url, url_matches  # issue 29: start-up
+
             parsed = parse_url(entry.get("url"))
             if isinstance(parsed, str):
                 return Decision(rule, f"is refused: {parsed}", field)
