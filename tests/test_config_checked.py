@@ -94,3 +94,15 @@ def test_an_optional_check_passes_none_and_checks_a_value() -> None:
     assert model.AdmissionRule(principal=["*"], mcp_stdio=None).mcp_stdio is None
     with pytest.raises(ValueError, match="mcp_stdio: must be one of 'refuse', 'allow'"):
         model.AdmissionRule(principal=["*"], mcp_stdio="maybe")  # type: ignore[arg-type]
+
+
+def test_the_sections_are_made_without_a_slotted_copy() -> None:
+    """A section is made once a run: ``slots=False`` spares attrs' second class
+    (``config/records.py``); it stays frozen all the same."""
+    for cls in SECTIONS:
+        assert "__slots__" not in vars(cls), cls
+    cfg = model.Config()
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        cfg.limits.max_children = 1  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        cfg.limits.unknown = 1  # type: ignore[attr-defined]

@@ -194,7 +194,7 @@ def _hosts(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
             )
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class LimitsConfig(CheckedRecord):
     """Size limits.
 
@@ -280,7 +280,7 @@ class LimitsConfig(CheckedRecord):
 OnExpire = Literal["release", "drop"]
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class HoldConfig(CheckedRecord):
     """Hold buffer for agent traffic on sessions the client cannot know yet.
 
@@ -308,7 +308,7 @@ class HoldConfig(CheckedRecord):
     }
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class EnforcementConfig(CheckedRecord):
     """Capability enforcement on child sessions (docs/protocol.md section 4: an allowlist).
 
@@ -351,7 +351,7 @@ class EnforcementConfig(CheckedRecord):
                 )
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class DedupConfig(FrozenRecord):
     """Duplicate state report removal.
 
@@ -362,7 +362,7 @@ class DedupConfig(FrozenRecord):
     state_reports: bool = True
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class AuditConfig(FrozenRecord):
     """Audit log.
 
@@ -384,7 +384,7 @@ class AuditConfig(FrozenRecord):
     hmac_key_file: str = ""
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class TraceConfig(FrozenRecord):
     """Wire trace (docs/trace-format.md).
 
@@ -398,7 +398,7 @@ class TraceConfig(FrozenRecord):
     include_content: bool = False
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class TelemetryConfig(FrozenRecord):
     """Metrics and status; OpenTelemetry.
 
@@ -413,7 +413,7 @@ class TelemetryConfig(FrozenRecord):
     enabled: bool = False
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class ProcessConfig(CheckedRecord):
     """The agent subprocess.
 
@@ -432,7 +432,7 @@ class ProcessConfig(CheckedRecord):
     }
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class ListenConfig(CheckedRecord):
     """WebSocket listener (``--listen``).
 
@@ -625,7 +625,7 @@ def _timeout(_inst: Any, attr: attrs.Attribute[Any], value: float | None) -> Non
         raise InvalidValue(f"must be a finite number > 0, got {describe(value)}", (attr.name,))
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class PermissionRule(CheckedRecord):
     """One ``[[permissions.rules]]`` entry (``config/examples/permissions.toml``).
 
@@ -788,7 +788,7 @@ def _unique_names(_inst: Any, attr: attrs.Attribute[Any], value: list[Permission
         seen[rule.name] = index
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class PermissionsConfig(CheckedRecord):
     """What an agent may ask of the client (issue 19; ``[[permissions.rules]]``).
 
@@ -825,7 +825,7 @@ def _store_url(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
         )
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class BudgetsConfig(CheckedRecord):
     """Runaway control (issue 28; README "Budgets"): limits counted per root session
     (a child's traffic counts toward the session at the top of its tree). ``0`` turns
@@ -881,7 +881,7 @@ class BudgetsConfig(CheckedRecord):
     }
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class PolicyConfig(CheckedRecord):
     """How the user's rules apply (issue 28).
 
@@ -980,7 +980,7 @@ def _engine(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
         raise InvalidValue('must name the engine (e.g. "srt")', (attr.name,))
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class SandboxConfig(CheckedRecord):
     """The OS sandbox the agent runs in (issue 24; docs/threat-model in the README).
 
@@ -1071,7 +1071,7 @@ def _principals(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> Non
     _check_globs(value, (attr.name,))
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class AdmissionRule(CheckedRecord):
     """One ``[[admission.rules]]`` entry: the defaults refined for some principals.
 
@@ -1098,7 +1098,7 @@ class AdmissionRule(CheckedRecord):
     }
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class AdmissionConfig(CheckedRecord):
     """What a client may open a session with (issue 26; docs/protocol.md section 8).
 
@@ -1134,7 +1134,7 @@ class AdmissionConfig(CheckedRecord):
     }
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class ElicitationConfig(CheckedRecord):
     """What an agent may elicit from the user (issue 26; docs/protocol.md section 8).
 
@@ -1155,7 +1155,7 @@ class ElicitationConfig(CheckedRecord):
     }
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class Config(FrozenRecord):
     """The whole configuration (``config/default.toml`` documents every key)."""
 

@@ -98,7 +98,7 @@ def outside_roots(path: Any, roots: Sequence[str], resolve: Resolve) -> str | No
     return f"resolves to {real[:200]!r}, outside admission roots"
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class Decision(FrozenRecord):
     """A refusal of one request.
 
@@ -126,7 +126,7 @@ class Decision(FrozenRecord):
         return {"rule": self.rule, "field": self.field, "method": method, "reason": self.reason}
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class _Effective(FrozenRecord):
     stdio: bool
     http: tuple[str, ...]

@@ -67,7 +67,7 @@ def names_secret(text: object) -> bool:
     return type(text) is str and re.search(_SECRET, _words(text)) is not None
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class Verdict(FrozenRecord):
     """Why the proxy declines one elicitation.
 
