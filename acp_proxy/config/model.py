@@ -5,6 +5,11 @@ Every key has a default; the TOML loader
 types and bad values are :class:`ConfigError` naming the key.
 :func:`acp_proxy.config.io.dump_config` writes the effective configuration
 back as TOML. This module is pure data; it never imports trio.
+
+Each section's value checks are its ``CHECKS`` table, run after ``__init__``
+(:mod:`acp_proxy.config.checked`: attrs validators would be compiled into every
+``__init__`` at import), and a section is made without slots
+(:mod:`acp_proxy.config.records`); both for the start-up (issue 29).
 """
 
 from __future__ import annotations
