@@ -41,20 +41,16 @@ from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, error_frame
 from acp_proxy.shell.budget_store import RedisBudgetStore, store_for
-from acp_proxy.shell.routing import (
-    AuditSink,
-    CoreTimer,
-    coalesce,
-    flush_log_summaries,
-    route_actions,
-)
+from acp_proxy.shell.opening import MAX_QUEUED_BYTES
+from acp_proxy.shell.relay_loop import CoreTimer, coalesce
+from acp_proxy.shell.routing import AuditSink, flush_log_summaries, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["AUDIT_LOST", "THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
 
 log = logging.getLogger("acp_proxy.relay")
 
-DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_QUEUED_BYTES = MAX_QUEUED_BYTES
 
 #: a frame or line run this long or longer (bytes) goes to the core in a worker thread
 THREAD_THRESHOLD_BYTES = 256 * 1024
@@ -172,6 +168,9 @@ class Relay:
             answers to its requests in flight before closing the agent side
             (for transports that cannot half-close, e.g. WebSocket; 0 = close
             at once, right for a pipe, where the agent still answers).
+        queued: ``{peer: [frame, ...]}`` to write first, before anything the
+            relay decides (what the stdio form's opening had not written yet,
+            :class:`~acp_proxy.shell.opening.Opening`).
     """
 
     def __init__(
@@ -188,6 +187,7 @@ class Relay:
         flush_timeout_seconds: float = 10.0,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         drain_seconds: float = 0.0,
+        queued: dict[Peer, list[bytes]] | None = None,
     ) -> None:
         self.flush_timeout_seconds = flush_timeout_seconds
         self.drain_seconds = drain_seconds
@@ -219,6 +219,10 @@ class Relay:
         budgets = core.config.budgets
         self._store: RedisBudgetStore | None = store_for(budgets) if budgets.store else None
         self._calls: list[StoreCall] = []  # store calls made in a worker thread
+        for peer, frames in (queued or {}).items():
+            if frames:  # the channel holds one batch at least: this never blocks
+                self._budgets[peer].queued_bytes += sum(map(len, frames))
+                self._channels[peer][0].send_nowait(list(frames))
 
     async def run(self) -> RelayResult:
         """Relays until the agent's stream has ended and the client has been told.

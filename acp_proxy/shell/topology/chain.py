@@ -29,7 +29,8 @@ from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.observe import make_core
 from acp_proxy.shell.relay import AUDIT_LOST
-from acp_proxy.shell.routing import AuditSink, CoreTimer, coalesce, route_actions
+from acp_proxy.shell.relay_loop import CoreTimer, coalesce
+from acp_proxy.shell.routing import AuditSink, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport
 from acp_proxy.shell.transport.stdio import open_stdio_transport
 

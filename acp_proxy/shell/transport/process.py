@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 import trio
 
+from acp_proxy.errors import AgentSignalled
 from acp_proxy.shell.spawn import EarlyStart, Spawned, spawn
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
 from acp_proxy.shell.transport.pipes import widen_pipe
@@ -56,18 +57,6 @@ STDERR_TAIL_BYTES = 2048
 
 #: how often the process group is checked for members while waiting for it to empty
 GROUP_POLL_SECONDS = 0.05
-
-
-class AgentSignalled(Exception):
-    """The agent died of signal ``signum``: the proxy should die of it too.
-
-    Attributes:
-        signum: the signal number.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"agent killed by signal {signum}")
-        self.signum = signum
 
 
 def _bytes_available(stream: trio.lowlevel.FdStream) -> int:
