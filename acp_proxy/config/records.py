@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FrozenRecord", "Record"]
+__all__ = ["Described", "FrozenRecord", "Record"]
 
 
 def _values(obj: Any) -> tuple[Any, ...]:
@@ -69,3 +69,16 @@ class FrozenRecord(Record):
 
     def __hash__(self) -> int:
         return hash((self.__class__, *_values(self)))
+
+
+class Described:
+    """Base of an attrs class made with ``eq=False, repr=False`` whose instances are
+    compared by identity (a connection's parts): :class:`Record`'s ``repr`` only.
+
+    Its fields must not lead back to the instance (this ``repr``, unlike attrs',
+    does not guard against a cycle).
+    """
+
+    __slots__ = ()
+
+    __repr__ = Record.__repr__
