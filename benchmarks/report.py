@@ -85,7 +85,7 @@ def _startup_rows(
                     f"start-up to initialize,{where} {agent} agent, ms (added)",
                     f"{fig['direct_ms']:,.0f}",
                     "",
-                    f"{fig['proxy_ms']:,.0f} (+{fig['added_ms']:,.0f})",
+                    f"{fig['proxy_ms']:,.0f} ({fig['added_ms']:+,.0f})",
                     f"<= +{limit:g}",
                     "PASS" if tg[f"{key}{agent}<={limit:g}ms"] else "FAIL",
                 )

@@ -40,13 +40,13 @@ from acp_proxy.shell.transport.pipes import widen_pipe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from acp_proxy.config import Config
     from acp_proxy.core.engine import ProxyCore
     from acp_proxy.shell.spawn import EarlyStart
 
-__all__ = ["Opening", "open_stdio", "relay_opening", "stdio_core", "write_queued"]
+__all__ = ["Opening", "log_started", "open_stdio", "relay_opening", "stdio_core", "write_queued"]
 
 #: bytes asked of one read (the relay's ``READ_SIZE``)
 READ_BYTES = 256 * 1024
@@ -67,6 +67,14 @@ SWITCH_SECONDS = 0.0005
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 log = logging.getLogger("acp_proxy")
+
+
+def log_started(pid: int, command: Sequence[str]) -> None:
+    """Logs the agent's start at info: its pid and command."""
+    if log.isEnabledFor(logging.INFO):
+        import shlex
+
+        log.info("agent started: pid %d: %s", pid, shlex.join(command))
 
 
 def stdio_core(config: Config, agent_pid: int) -> ProxyCore:
@@ -126,6 +134,7 @@ def open_stdio(config: Config, early: EarlyStart, load: Callable[[], object]) ->
         return None
     assert popen.stdin is not None
     assert popen.stdout is not None
+    log_started(popen.pid, early.command)  # before what the opening relays, as the relay does
     core = stdio_core(config, popen.pid)
     opening = Opening(core, config.limits.max_message_bytes)
     fds = {Peer.CLIENT: (0, 1), Peer.AGENT: (popen.stdout.fileno(), popen.stdin.fileno())}
