@@ -129,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--log-level",
         default=DEFAULT_LEVEL,
+        type=str.lower,  # INFO reads as info (the fast lane sends it here)
         choices=LEVEL_NAMES,
         help="the proxy's own log level (stderr); the default, notice, shows one line per "
         "request the proxy refused or answered for the user",
@@ -213,11 +214,22 @@ def _open_log_file(log_file: str | None) -> TextIO | None:
 
 
 def _install_logging(level: str, stream: TextIO | None) -> None:
-    """The proxy's own log handler, on ``stream`` (``None``: stderr)."""
+    """The proxy's own log handler, on ``stream`` (``None``: stderr). A log file's lines
+    begin with the time (ISO 8601, UTC, as the audit log's); stderr's do not (the
+    editor's log view times them)."""
     import logging
 
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
-    handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
+    if stream is None:
+        handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
+    else:
+        from acp_proxy.shell.timefmt import iso_utc
+
+        class Timed(logging.Formatter):
+            def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+                return iso_utc(record.created)
+
+        handler.setFormatter(Timed("%(asctime)s acp-proxy: %(levelname)s: %(message)s"))
     root = logging.getLogger("acp_proxy")
     root.handlers[:] = [handler]
     register_notice()
@@ -405,6 +417,8 @@ def _main(argv: list[str]) -> int:
     if early is None:
         early = _start_early(mode, cfg, agent_cmd)
     _protect_own_files(args, own_files_cfg)  # cannot refuse: after the agent's early start
+    if not _default_config(mode, args):
+        _warn_risky(cfg)
     from acp_proxy.shell.observe import install
 
     hub = None
@@ -856,6 +870,14 @@ def _check_sandbox(cfg: Config, config_file: str) -> str:
         *json.dumps(sandbox.settings, indent=2).splitlines(),
     ]
     return "\n" + "".join(f"# {line}\n" for line in lines)
+
+
+def _warn_risky(cfg: Config) -> None:
+    """Logs each setting ``check-config`` warns about (valid but risky), once, at start."""
+    from acp_proxy.config.risks import risky_settings
+
+    for warning in risky_settings(cfg):
+        _log().warning("risky setting: %s (acp-proxy check-config FILE lists them)", warning)
 
 
 def _check_config_verdict(path: str, cfg: Config, agent: str | None) -> None:

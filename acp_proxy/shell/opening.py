@@ -7,10 +7,9 @@ for it. So, once the core is built, the first messages (``initialize`` and
 its answer, typically) are relayed here by a small synchronous loop while a
 thread imports the relay's modules (:func:`open_stdio`). When that import is
 done, or at anything the loop leaves to the relay (the end of either stream,
-a read or write error, :data:`OPENING_BYTES` read), the loop stops and
-hands over what it holds (:class:`Opening`): the core, both framers with any
-partial line, the bytes not yet written each way. Its descriptors are given
-back in the blocking mode they had. The relay goes on from there
+a read or write error, :data:`OPENING_BYTES` read), the loop stops and hands over what it holds
+(:class:`Opening`): the core, both framers with any partial line, the bytes
+not yet written each way. The relay goes on from there
 (:func:`~acp_proxy.shell.topology.stdio.run_stdio_process`).
 
 Nothing is decided differently: the bytes read go through the relay's framer
@@ -41,13 +40,13 @@ from acp_proxy.shell.transport.pipes import widen_pipe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from acp_proxy.config import Config
     from acp_proxy.core.engine import ProxyCore
     from acp_proxy.shell.spawn import EarlyStart
 
-__all__ = ["Opening", "open_stdio", "relay_opening", "stdio_core", "write_queued"]
+__all__ = ["Opening", "log_started", "open_stdio", "relay_opening", "stdio_core", "write_queued"]
 
 #: bytes asked of one read (the relay's ``READ_SIZE``)
 READ_BYTES = 256 * 1024
@@ -55,6 +54,11 @@ READ_BYTES = 256 * 1024
 #: bytes queued toward a peer before the loop stops reading the other one (the
 #: relay's default ``max_queued_bytes``, which its transports share)
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
+
+#: seconds after the opening began when the import starts even though the agent has
+#: not written yet: the import waits for the agent's first bytes so as not to take
+#: CPU from its boot, but signals are held until the relay runs, so not for long
+IMPORT_AFTER_SECONDS = 0.25
 
 #: the interpreter's thread switch interval while the import runs beside the loop,
 #: seconds: a frame that arrives waits at most about this long for the loop
@@ -70,6 +74,14 @@ OPENING_BYTES = 1024 * 1024
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 log = logging.getLogger("acp_proxy")
+
+
+def log_started(pid: int, command: Sequence[str]) -> None:
+    """Logs the agent's start at info: its pid and command."""
+    if log.isEnabledFor(logging.INFO):
+        import shlex
+
+        log.info("agent started: pid %d: %s", pid, shlex.join(command))
 
 
 def stdio_core(config: Config, agent_pid: int) -> ProxyCore:
@@ -129,6 +141,7 @@ def open_stdio(config: Config, early: EarlyStart, load: Callable[[], object]) ->
         return None
     assert popen.stdin is not None
     assert popen.stdout is not None
+    log_started(popen.pid, early.command)  # before what the opening relays, as the relay does
     core = stdio_core(config, popen.pid)
     opening = Opening(core, config.limits.max_message_bytes)
     fds = {Peer.CLIENT: (0, 1), Peer.AGENT: (popen.stdout.fileno(), popen.stdin.fileno())}
@@ -158,12 +171,14 @@ def relay_opening(
     clock: Callable[[], float] = time.perf_counter,
 ) -> None:
     """Relays between the peers through ``opening.core`` until ``load`` has run in a
-    thread (started once nothing is left to read at once), a stream ends, a read or
-    write fails, or :data:`OPENING_BYTES` have been read (then the import, if not
-    begun, runs in this thread and the relay reads the rest); what is left is in
-    ``opening`` for the relay. The descriptors are given back in the blocking mode
-    they had (fds 0 and 1 share their open file with the proxy's parent; the relay's
-    streams restore the mode they find when they close).
+    thread, a stream ends, a read or write fails, or :data:`OPENING_BYTES` have been
+    read (then the import, if not begun, runs in this thread and the relay reads the
+    rest); what is left is in ``opening`` for the relay. The descriptors are given
+    back in the blocking mode they had (fds 0 and 1 share their open file with the
+    proxy's parent; the relay's streams restore the mode they find when they close).
+
+    The thread starts once nothing is left to read at once and the agent has
+    written (its boot is over), or :data:`IMPORT_AFTER_SECONDS` after the start.
 
     Args:
         opening: the core, framers and queues (updated in place).
@@ -187,6 +202,7 @@ def relay_opening(
 
 def _relay_until_loaded(loop: _Loop, load: Callable[[], object]) -> None:
     """:func:`relay_opening`'s loop and import thread, on descriptors already set up."""
+    opening = loop.opening
     done_r, done_w = os.pipe()
     failure: list[BaseException] = []
 
@@ -200,9 +216,17 @@ def _relay_until_loaded(loop: _Loop, load: Callable[[], object]) -> None:
 
     thread: threading.Thread | None = None
     interval = sys.getswitchinterval()
+    begin = time.monotonic()
     try:
-        while loop.step(None if thread is None else done_r):
-            if thread is None and loop.idle:
+        while True:
+            if thread is None:
+                left = IMPORT_AFTER_SECONDS - (time.monotonic() - begin)
+                due = opening.read[Peer.AGENT] > 0 or left <= 0
+                if not loop.step(None, 0 if due else int(left * 1000) + 1):
+                    break
+            elif not loop.step(done_r, -1):
+                break
+            if thread is None and due and loop.idle:
                 sys.setswitchinterval(SWITCH_SECONDS)
                 thread = threading.Thread(target=work, name="acp-proxy import", daemon=True)
                 thread.start()
@@ -231,8 +255,9 @@ class _Loop:
         self._source = {read_fd: peer for peer, (read_fd, _) in fds.items()}
         self._target = {write_fd: peer for peer, (_, write_fd) in fds.items()}
 
-    def step(self, done_fd: int | None) -> bool:
-        """One round; False once the opening should hand over."""
+    def step(self, done_fd: int | None, wait_ms: int) -> bool:
+        """One round, waiting at most ``wait_ms`` (-1: no bound) or until the core's
+        timer or ``done_fd``; False once the opening should hand over."""
         o = self.opening
         poller = select.poll()
         for peer, (read_fd, write_fd) in self.fds.items():
@@ -243,15 +268,11 @@ class _Loop:
                 poller.register(write_fd, select.POLLOUT)
         if done_fd is not None:
             poller.register(done_fd, select.POLLIN)
-            timeout = self._timer_ms()
-        else:
-            timeout = 0
-        events = poller.poll(timeout)
+        timer_ms = self._timer_ms()
+        if wait_ms < 0 or 0 <= timer_ms < wait_ms:
+            wait_ms = timer_ms
+        events = poller.poll(wait_ms)
         self.idle = not events
-        if not events:
-            if done_fd is not None:
-                return self._fire_timer()
-            return True
         go_on = True
         for fd, _ in events:
             if fd == done_fd:

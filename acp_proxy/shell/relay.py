@@ -159,6 +159,9 @@ class Relay:
         exit_detail: gives the reason named in the errors for the client's
             requests in flight once the agent has gone (its status, ``None``
             when unknown: a remote agent).
+        deaf_detail: awaited when a write to the agent fails: the reason to
+            name instead of "stopped reading its input" (an agent process that
+            has exited, with its status and stderr), or ``None``.
         channel_batches: capacity of each outgoing memory channel, in batches.
         max_queued_bytes: bytes queued toward one peer before its feeding
             reader waits (one larger batch passes alone).
@@ -183,6 +186,7 @@ class Relay:
         wait_agent: Callable[[], Awaitable[int | None]] | None = None,
         stop_agent: Callable[[], Awaitable[object]] | None = None,
         exit_detail: Callable[[int | None], Awaitable[str]] | None = None,
+        deaf_detail: Callable[[], Awaitable[str | None]] | None = None,
         channel_batches: int = 64,
         flush_timeout_seconds: float = 10.0,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
@@ -198,6 +202,7 @@ class Relay:
         self._wait_agent = wait_agent
         self._stop_agent = stop_agent
         self._exit_detail = exit_detail
+        self._deaf_detail = deaf_detail
         self._channels = {
             peer: trio.open_memory_channel[list[bytes] | None](channel_batches) for peer in Peer
         }
@@ -530,11 +535,13 @@ class Relay:
 
     async def _on_agent_deaf(self) -> None:
         """A write to the agent failed: its requests are answered, its output still read."""
-        log.warning(
-            "the agent stopped reading its input; client requests are answered with an error"
-        )
+        exited = await self._deaf_detail() if self._deaf_detail is not None else None
+        if exited is None:
+            log.warning(
+                "the agent stopped reading its input; client requests are answered with an error"
+            )
+        detail = exited or "agent stopped reading its input (its stdin is closed)"
         await self._core_ready()
-        detail = "agent stopped reading its input (its stdin is closed)"
         await self._apply(self.core.agent_stopped_reading(self._now(), detail))
 
     async def _read_agent(self) -> int | None:

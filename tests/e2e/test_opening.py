@@ -51,6 +51,9 @@ def test_the_first_request_is_relayed_by_the_opening_and_the_relay_goes_on() -> 
     relayed = re.search(r"opening: (\d+) bytes from the client", err)
     assert relayed is not None, err
     assert int(relayed.group(1)) >= len(INIT)  # at least initialize went through the opening
+    # the agent's start is logged before what the opening relayed, once
+    assert err.count("agent started: pid") == 1
+    assert err.index("agent started: pid") < err.index("initialized, protocol version 1")
 
 
 def test_a_form_with_an_audit_log_has_no_opening(tmp_path: os.PathLike[str]) -> None:

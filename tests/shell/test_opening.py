@@ -243,3 +243,30 @@ def test_after_an_opening_trio_runs_on_the_opening_s_clock() -> None:
     before = time.perf_counter()
     assert before - 1 <= _trio_run(now, clock=True) <= time.perf_counter() + 1
     assert _trio_run(now) > time.perf_counter() + 5000
+
+
+def test_the_import_waits_for_the_agent_s_first_bytes(
+    pipes: Pipes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import starts once the agent has written (its boot is over), not before; the
+    bound (:data:`IMPORT_AFTER_SECONDS`, 30 s here) is not what starts it."""
+    monkeypatch.setattr("acp_proxy.shell.opening.IMPORT_AFTER_SECONDS", 30.0)
+    os.write(pipes.client_w, INIT + b"\n")
+    opening = Opening(ProxyCore(Config()), 1 << 20)
+    at_load: list[int] = []
+
+    def load() -> None:
+        at_load.append(opening.read[Peer.AGENT])
+
+    def agent() -> None:  # answers once initialize has reached it
+        assert pipes.line(pipes.agent_r) == INIT
+        os.write(pipes.agent_w, ANSWER + b"\n")
+
+    peer = threading.Thread(target=agent)
+    peer.start()
+    begin = time.monotonic()
+    relay_opening(opening, pipes.fds, load)
+    peer.join()
+    assert at_load == [len(ANSWER) + 1]
+    assert time.monotonic() - begin < 30.0
+    assert pipes.line(pipes.client_r) == ANSWER

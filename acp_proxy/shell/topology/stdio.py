@@ -28,6 +28,10 @@ __all__ = ["agent_relay", "forward_signals", "run_stdio_process", "with_stderr_t
 log = logging.getLogger("acp_proxy")
 
 
+#: after a write to the agent failed, how long its exit is awaited so that the client's
+#: errors name it (status, stderr) rather than a closed stdin (seconds)
+DEAF_EXIT_SECONDS = 0.25
+
 #: logged on SIGHUP without --config (the agent does not get it: it would end the session)
 NOTHING_TO_RELOAD = (
     "SIGHUP: there is nothing to reload without --config, so the session goes on "
@@ -118,6 +122,12 @@ def agent_relay(
         await agent.wait_stderr(grace)
         return with_stderr_tail(detail, agent.stderr_tail)
 
+    async def deaf_detail() -> str | None:
+        # a closed stdin is most often an agent that exited (a crash at start): name that
+        with trio.move_on_after(DEAF_EXIT_SECONDS):
+            return await exit_detail(await agent.wait())
+        return None
+
     return Relay(
         core,
         client,
@@ -126,6 +136,7 @@ def agent_relay(
         wait_agent=wait_agent,
         stop_agent=stop_agent,
         exit_detail=exit_detail,
+        deaf_detail=deaf_detail,
         channel_batches=config.limits.channel_messages,
         queued=queued,
     )
@@ -186,7 +197,9 @@ async def run_stdio_process(
     """
     try:
         if early is not None:
-            agent = AgentProcess.adopt(early, config.limits.max_message_bytes)
+            agent = AgentProcess.adopt(
+                early, config.limits.max_message_bytes, logged=opening is not None
+            )
         else:
             agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
     except OSError as exc:
