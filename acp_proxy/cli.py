@@ -311,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     collecting = gc.isenabled()  # _main holds the collector off while a run starts
     try:
         status = _main(argv)
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: fd 1 was closed when the interpreter started
+            sys.stdout.flush()
         return status
     except UsageError as exc:
         print(f"acp-proxy: {exc}", file=sys.stderr)
@@ -390,6 +391,8 @@ def _main(argv: list[str]) -> int:
             )
         raise UsageError(f"unrecognized option {extra[0]} (see acp-proxy --help)")
     mode = _mode(args, agent_cmd)
+    if mode != "listen":
+        _require_stdio()
     # No cyclic collection while the run imports and builds (~3% of its start-up
     # instructions); re-enabled, with what exists by then frozen, when the relay starts.
     gc.disable()
@@ -514,6 +517,24 @@ def _confine(
 _NOT_CONFIG_OPTIONS = frozenset(
     {"log_level", "log_file", "listen", "connect", "chain", "upstream", "no_token", "watch_config"}
 )
+
+
+def _require_stdio() -> None:
+    """The stdio form, ``--connect`` and ``--chain`` carry the client (or conductor) on
+    fds 0 and 1: one closed at start would be taken by the next pipe opened (the
+    agent's), so the proxy refuses to start.
+
+    Raises:
+        UsageError: fd 0 or fd 1 is not open.
+    """
+    for fd, name in ((0, "standard input"), (1, "standard output")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            raise UsageError(
+                f"{name} is closed: the client's messages travel on the proxy's stdin and "
+                "stdout, so start it with both open (or use --listen)"
+            ) from None
 
 
 def _default_config(mode: str, args: argparse.Namespace) -> bool:

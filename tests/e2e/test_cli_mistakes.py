@@ -393,3 +393,25 @@ def test_a_risky_setting_is_warned_at_start_as_check_config_warns() -> None:
     assert "limits.max_message_bytes = 10" in warned[0]
     assert warned[0].startswith("acp-proxy: WARNING: ")
     assert b"risky setting" not in run("--", PY, "-c", "pass").stderr
+
+
+@pytest.mark.parametrize(
+    ("redirect", "name"), [("<&-", "standard input"), (">&-", "standard output")]
+)
+def test_a_closed_stdin_or_stdout_is_refused_before_the_agent_starts(
+    tmp_path: Path, redirect: str, name: str
+) -> None:
+    """fd 0 or 1 closed at start: the agent's pipes would take its number (and stdout
+    was a crash at exit). Exit 2, one sentence, no agent started."""
+    marker = tmp_path / "started"
+    agent = f'{PY} -c \'open("{marker}", "w")\''
+    r = subprocess.run(
+        ["/bin/sh", "-c", f"exec {PY} -m acp_proxy -- {agent} {redirect}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=30,
+        cwd=ROOT,
+    )
+    one_sentence(r, 2, f"{name} is closed", "--listen")
+    assert not marker.exists()
