@@ -352,25 +352,37 @@ class ProxyCore(EnginePart):
         if sids is not None and static is None and known.issuperset(sids):
             return self._forward_fast(data, count)
         out: list[Action] = []
-        frames: list[bytes] = []
-        start = 0  # first frame of the current stretch of plain notifications
+        # Line j of the run is item j: the decoders proved every line one item,
+        # with no newline inside one (the run re-encodes to its bytes), so line j
+        # starts after the j-th newline. Offsets are found with memchr as the
+        # inspected lines come (issue 29: no split of the run, no join of a stretch).
+        start = 0  # first line of the current stretch of plain notifications
+        seg = 0  # its byte offset
+        at = 0  # a line whose byte offset is known: pos
+        pos = 0
+        find = data.find
         for j, item in enumerate(items):
             if sids is None:
                 if check(item, known, needs):
                     continue
             elif (static is None or static[j]) and sids[j] in known:
                 continue
-            if not frames:
-                frames = data.split(b"\n")  # one line per item
+            while at < j:
+                pos = find(b"\n", pos) + 1
+                at += 1
+            end = find(b"\n", pos)
+            if end < 0:
+                end = len(data)
             if start < j:
-                out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
+                out.extend(self._forward_fast(data[seg : pos - 1], j - start))
             # a repeated line: its first parse; not the fast path (the run's check said so)
-            out.extend(self._inspect(self._inspected(frames[j]), now))
-            start = j + 1
-        if not frames:
+            out.extend(self._inspect(self._inspected(data[pos:end]), now))
+            start = at = j + 1
+            seg = pos = end + 1
+        if start == 0:
             return self._forward_fast(data, count)
         if start < count:
-            out.extend(self._forward_fast(b"\n".join(frames[start:]), count - start))
+            out.extend(self._forward_fast(data[seg:], count - start))
         return out
 
     def _message(self, source: Peer, m: Message, now: float) -> list[Action]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal, get_args
 
@@ -131,17 +132,24 @@ def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelo
     # deeper than a member may (it sits three levels down), must pass the full
     # decoder, as it would on the frame-by-frame path (which refuses both).
     inner, long_value = _member_bounds(max_depth)
-    for env in envelopes:
-        params = env.params
-        meta = params.meta
-        if type(meta) is dict:
-            for value in meta.values():
+    if len(data) <= long_value:
+        return envelopes  # no value of the run is longer than the run
+    # the longest update value in one C pass; the Python loop only past the bound
+    values = chain.from_iterable(map(dict.values, map(_update, envelopes)))
+    if max(map(len, values), default=0) > long_value:
+        for env in envelopes:
+            for value in env.params.update.values():
                 if len(value) > long_value and not _fits(value, inner):
                     return None
-        for value in params.update.values():
+    for meta in filter(None, map(_meta, envelopes)):  # a non-empty dict (UNSET, None: falsy)
+        for value in meta.values():
             if len(value) > long_value and not _fits(value, inner):
                 return None
     return envelopes
+
+
+_update = attrgetter("params.update")
+_meta = attrgetter("params.meta")
 
 
 def _member_bounds(max_depth: int) -> tuple[int, int]:
