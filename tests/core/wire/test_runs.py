@@ -173,3 +173,20 @@ def test_envelope_run_refuses_exactly_the_runs_with_a_member_too_long_to_trust(
         values += [v.encode() for _, v in members] + [v.encode() for v in meta or []]
     got = envelope_run("\n".join(raws).encode(), max_depth)
     assert (got is not None) == _fits_all(values, max_depth)
+
+
+@pytest.mark.parametrize("max_depth", [8, 9, 512])
+def test_a_line_just_long_enough_to_hold_a_too_deep_member_is_checked(max_depth: int) -> None:
+    """The shortest line that can hold a member too long to skip (empty strings, an
+    empty key) still has it checked, in ``update`` and in ``_meta``: the bound on the
+    line's length (``runs._MIN_ENVELOPE_BYTES``) is exact."""
+    inner, long_value = runs._member_bounds(max_depth)
+    deep = b"[" * (inner + 1) + b"]" * (inner + 1)  # nests one level too deep
+    assert len(deep) == long_value + 1
+    fine = b'"' + b"x" * (len(deep) - 2) + b'"'
+    for value, ok in ((deep, False), (fine, True)):
+        line = b'{"jsonrpc":"","method":"","params":{"sessionId":"","update":{"":%s}}}' % value
+        assert len(line) == long_value + 1 + runs._MIN_ENVELOPE_BYTES
+        assert (envelope_run(line, max_depth) is not None) is ok
+        meta = b'{"jsonrpc":"","method":"","params":{"sessionId":"","update":{},"_meta":{"":%s}}}'
+        assert (envelope_run(meta % value, max_depth) is not None) is ok
