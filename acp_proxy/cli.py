@@ -39,7 +39,7 @@ from acp_proxy.config.files import (
     open_regular,
     resolve_audit_paths,
 )
-from acp_proxy.errors import ConfigError, ConnectFailed, UsageError
+from acp_proxy.errors import AgentSignalled, ConfigError, ConnectFailed, UsageError
 from acp_proxy.shell.fast_lane import read_options
 from acp_proxy.shell.log_levels import DEFAULT_LEVEL, LEVEL_NAMES, register_notice
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the shell, the config tree and logging are imported when us
 
     from acp_proxy.config import Config
     from acp_proxy.shell.audit import AuditLog
+    from acp_proxy.shell.opening import Opening
     from acp_proxy.shell.spawn import EarlyStart
 
 __all__ = ["effective_config", "main"]
@@ -128,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--log-level",
         default=DEFAULT_LEVEL,
+        type=str.lower,  # INFO reads as info (the fast lane sends it here)
         choices=LEVEL_NAMES,
         help="the proxy's own log level (stderr); the default, notice, shows one line per "
         "request the proxy refused or answered for the user",
@@ -212,11 +214,22 @@ def _open_log_file(log_file: str | None) -> TextIO | None:
 
 
 def _install_logging(level: str, stream: TextIO | None) -> None:
-    """The proxy's own log handler, on ``stream`` (``None``: stderr)."""
+    """The proxy's own log handler, on ``stream`` (``None``: stderr). A log file's lines
+    begin with the time (ISO 8601, UTC, as the audit log's); stderr's do not (the
+    editor's log view times them)."""
     import logging
 
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
-    handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
+    if stream is None:
+        handler.setFormatter(logging.Formatter("acp-proxy: %(levelname)s: %(message)s"))
+    else:
+        from acp_proxy.shell.timefmt import iso_utc
+
+        class Timed(logging.Formatter):
+            def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+                return iso_utc(record.created)
+
+        handler.setFormatter(Timed("%(asctime)s acp-proxy: %(levelname)s: %(message)s"))
     root = logging.getLogger("acp_proxy")
     root.handlers[:] = [handler]
     register_notice()
@@ -405,10 +418,12 @@ def _main(argv: list[str]) -> int:
         early = _start_early(mode, cfg, agent_cmd)
     _protect_own_files(args, own_files_cfg)  # cannot refuse: after the agent's early start
     from acp_proxy.shell.observe import install
-    from acp_proxy.shell.transport.process import AgentSignalled
-    from acp_proxy.shell.watch import open_hub
 
-    hub = open_hub(cfg, run_id)
+    hub = None
+    if cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics:  # else none observes
+        from acp_proxy.shell.watch import open_hub
+
+        hub = open_hub(cfg, run_id)
     install(hub)
     if hub is not None:
         hub.audit = audit
@@ -626,17 +641,23 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def _trio_run(func: Callable[..., Awaitable[int]], *args: object) -> int:
-    """``trio.run(func, *args)``; a usage or connect error out of a nursery is raised bare."""
+def _trio_run(func: Callable[..., Awaitable[int]], *args: object, clock: bool = False) -> int:
+    """``trio.run(func, *args)``; a usage or connect error out of a nursery is raised bare.
+
+    ``clock``: run on :class:`~acp_proxy.shell.relay_loop.PerfCounterClock` (after
+    the stdio form's opening), not trio's offset system clock."""
     import trio
 
     gc.freeze()  # the start-up's objects live as long as the process: never scanned again
     gc.enable()
     try:
-        status: int = trio.run(func, *args)
-    except BaseExceptionGroup as group:
-        from acp_proxy.shell.transport.process import AgentSignalled
+        if clock:
+            from acp_proxy.shell.relay_loop import PerfCounterClock
 
+            status: int = trio.run(func, *args, clock=PerfCounterClock())
+        else:
+            status = trio.run(func, *args)
+    except BaseExceptionGroup as group:
         leaf = _unwrap(group)
         if isinstance(leaf, (UsageError, ConnectFailed, AgentSignalled)):
             raise leaf from None
@@ -652,7 +673,15 @@ def _run(
     audit: AuditLog | None,
     early: EarlyStart | None = None,
 ) -> int:
-    runner = _mode_runner(mode, args, cfg, agent_cmd, audit, early)
+    from acp_proxy.shell.observe import current
+
+    opening = None
+    if mode == "stdio" and early is not None and audit is None and current() is None:
+        # the first messages are relayed while the relay's modules are imported (issue 29)
+        from acp_proxy.shell.opening import open_stdio
+
+        opening = open_stdio(cfg, early, _load_relay)
+    runner = _mode_runner(mode, args, cfg, agent_cmd, audit, early, opening)
     chained = audit.chained if audit is not None else None
     if chained is not None and chained.required:
         from acp_proxy.shell.audit_stop import stop_on_audit_failure
@@ -663,7 +692,27 @@ def _run(
         from acp_proxy.shell.watch import alongside
 
         return _trio_run(alongside, cfg, runner)
+    if opening is not None:  # the core's times so far are perf_counter()'s
+        return _trio_run(*runner, clock=True)
     return _trio_run(*runner)
+
+
+#: what the stdio form imports to run its relay: in a thread, beside the opening
+_RELAY_MODULES = (
+    "trio",
+    "functools",
+    "acp_proxy.shell.reload",
+    "acp_proxy.shell.relay_loop",
+    "acp_proxy.shell.topology.stdio",
+)
+
+
+def _load_relay() -> None:
+    """Imports :data:`_RELAY_MODULES` (run by :func:`~acp_proxy.shell.opening.open_stdio`)."""
+    from importlib import import_module
+
+    for name in _RELAY_MODULES:
+        import_module(name)
 
 
 def _mode_runner(
@@ -673,9 +722,10 @@ def _mode_runner(
     agent_cmd: list[str],
     audit: AuditLog | None,
     early: EarlyStart | None = None,
+    opening: Opening | None = None,
 ) -> tuple[Callable[..., Awaitable[int]], *tuple[object, ...]]:
     """The async function that runs ``mode``, and its arguments (``early``: the agent of
-    the stdio form, already started)."""
+    the stdio form, already started; ``opening``: what was relayed of its first messages)."""
     from functools import partial
 
     if cfg.budgets.store and mode != "chain":  # --chain refuses a store itself
@@ -713,7 +763,7 @@ def _mode_runner(
         return partial(run_connect, live=live, watch=watch), cfg, args.connect, audit
     from acp_proxy.shell.topology.stdio import run_stdio_process
 
-    stdio = partial(run_stdio_process, live=live, watch=watch, early=early)
+    stdio = partial(run_stdio_process, live=live, watch=watch, early=early, opening=opening)
     return stdio, cfg, agent_cmd, audit
 
 

@@ -7,12 +7,13 @@ sentence for the user, printed after ``acp-proxy: ``.
 
 :class:`ConfigError` is also importable from :mod:`acp_proxy.config`, and
 :class:`StartupError` from :mod:`acp_proxy.shell.topology.ws_upgrade`, where
-they were defined before.
+they were defined before; :class:`AgentSignalled` from
+:mod:`acp_proxy.shell.transport.process`.
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ConnectFailed", "StartupError", "UsageError"]
+__all__ = ["AgentSignalled", "ConfigError", "ConnectFailed", "StartupError", "UsageError"]
 
 
 class UsageError(Exception):
@@ -47,3 +48,15 @@ class StartupError(UsageError):
 
 class ConnectFailed(Exception):
     """``--connect`` could not reach the agent's endpoint (exit status 1)."""
+
+
+class AgentSignalled(Exception):
+    """The agent died of signal ``signum``: the proxy should die of it too.
+
+    Attributes:
+        signum: the signal number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"agent killed by signal {signum}")
+        self.signum = signum

@@ -39,10 +39,15 @@ TARGET_STARTUP_ADDED_MS = {"python": 80.0, "node": 40.0}
 def _issue29_targets(res: dict[str, Any]) -> dict[str, bool]:
     """Start-up added, batch peak RSS and 50 WebSocket connections (issue 29)."""
     out: dict[str, bool] = {}
+    startup = res.get("startup", {})
+    installed = startup.get("installed")
     for agent, limit in TARGET_STARTUP_ADDED_MS.items():
-        fig = res.get("startup", {}).get(agent)
+        fig = startup.get(agent)
         if isinstance(fig, dict):
             out[f"startup_added_{agent}<={limit:g}ms"] = fig["added_ms"] <= limit
+        fig = installed.get(agent) if isinstance(installed, dict) else None
+        if isinstance(fig, dict):
+            out[f"startup_added_installed_{agent}<={limit:g}ms"] = fig["added_ms"] <= limit
     for direction, fig in res.get("batch_rss", {}).items():
         out[f"batch_rss_{direction}<=64MiB+4x"] = fig["peak_rss_mib"] <= fig["bound_mib"]
     ws = res.get("scaling_ws_connections")
@@ -56,21 +61,35 @@ def _startup_rows(
 ) -> list[tuple[str, str, str, str, str, str]]:
     """The start-up rows: each agent's time to the ``initialize`` answer, ``--version``."""
     rows: list[tuple[str, str, str, str, str, str]] = []
-    for agent, limit in TARGET_STARTUP_ADDED_MS.items():
-        fig = res.get("startup", {}).get(agent)
-        if not isinstance(fig, dict):
-            rows.append((f"start-up, {agent} agent", "", "", str(fig), "", ""))
+    startup = res.get("startup", {})
+    installed = startup.get("installed")
+    for where, figs, key in (
+        ("", startup, "startup_added_"),
+        (
+            " installed",
+            installed if isinstance(installed, dict) else {},
+            "startup_added_installed_",
+        ),
+    ):
+        if where and not isinstance(installed, dict):
+            if installed is not None:
+                rows.append(("start-up, installed", "", "", str(installed), "", ""))
             continue
-        rows.append(
-            (
-                f"start-up to initialize, {agent} agent, ms (added)",
-                f"{fig['direct_ms']:,.0f}",
-                "",
-                f"{fig['proxy_ms']:,.0f} (+{fig['added_ms']:,.0f})",
-                f"<= +{limit:g}",
-                "PASS" if tg[f"startup_added_{agent}<={limit:g}ms"] else "FAIL",
+        for agent, limit in TARGET_STARTUP_ADDED_MS.items():
+            fig = figs.get(agent)
+            if not isinstance(fig, dict):
+                rows.append((f"start-up,{where} {agent} agent", "", "", str(fig), "", ""))
+                continue
+            rows.append(
+                (
+                    f"start-up to initialize,{where} {agent} agent, ms (added)",
+                    f"{fig['direct_ms']:,.0f}",
+                    "",
+                    f"{fig['proxy_ms']:,.0f} ({fig['added_ms']:+,.0f})",
+                    f"<= +{limit:g}",
+                    "PASS" if tg[f"{key}{agent}<={limit:g}ms"] else "FAIL",
+                )
             )
-        )
     version = res.get("startup", {}).get("version_ms")
     if version is not None:
         rows.append(("acp-proxy --version, ms", "", "", f"{version:,.0f}", "", ""))

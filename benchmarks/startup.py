@@ -22,6 +22,15 @@ writes three notifications 0.1 s apart, each carrying the time it was written
 (``time.monotonic_ns``, one clock for every process); the client reads the time
 each took to arrive, directly and through the proxy.
 
+The clone's venv has an editable install, whose import finder ``site`` loads
+at every interpreter start (about 50 M of the 88 M instructions of ``python -c
+pass`` there), before the proxy can start its agent; an installed proxy has
+none. So the same runs are made again in an installed layout
+(:func:`installed_layout`): a venv with ``acp_proxy`` copied into its
+site-packages, as ``pip install .`` or a wheel leaves it, the dependencies read
+from this venv's site-packages through a ``.pth`` line (``installed`` in the
+result).
+
 ``python -m benchmarks startup [RUNS]`` runs only this part.
 """
 
@@ -34,6 +43,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +53,7 @@ from benchmarks.sandbox_startup import time_to_initialize
 __all__ = [
     "first_hop",
     "install_ts_sdk",
+    "installed_layout",
     "main",
     "sdk_installed",
     "startup_added",
@@ -184,6 +195,78 @@ def first_hop(runs: int, timeout_s: float) -> dict[str, Any]:
     return out
 
 
+def installed_layout(dest: Path) -> Path | None:
+    """Makes a venv in ``dest`` where ``acp_proxy`` is installed as files (a copy of the
+    clone's, bytecode written), its dependencies on this interpreter's site-packages
+    (a ``.pth`` line each), and no editable finder; returns its ``python``, or ``None``
+    when no venv can be made here."""
+    import site
+
+    made = subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(dest)],
+        capture_output=True,
+        check=False,
+    )
+    python = dest / "bin" / "python"
+    if made.returncode != 0 or not python.exists():
+        return None
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    target = Path(purelib)
+    (target / "acp-bench-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    shutil.copytree(
+        ROOT / "acp_proxy", target / "acp_proxy", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    compileall.compile_dir(str(target / "acp_proxy"), quiet=1)
+    return python
+
+
+def _added(
+    agents: dict[str, list[str] | str], proxy: list[str], runs: int, cwd: str, timeout_s: float
+) -> dict[str, Any]:
+    """Each agent's medians (ms), direct and through ``proxy``, runs interleaved."""
+    out: dict[str, Any] = {}
+    for name, agent in agents.items():
+        if isinstance(agent, str):
+            out[name] = agent
+            continue
+        direct: list[float] = []
+        through: list[float] = []
+        for _ in range(runs):
+            direct.append(time_to_initialize(agent, cwd, timeout_s, INIT))
+            through.append(time_to_initialize([*proxy, *agent], cwd, timeout_s, INIT))
+        d = statistics.median(direct) * 1e3
+        p = statistics.median(through) * 1e3
+        out[name] = {
+            "runs": runs,
+            "direct_ms": round(d, 1),
+            "proxy_ms": round(p, 1),
+            "added_ms": round(p - d, 1),
+        }
+    return out
+
+
+def _installed_added(runs: int, timeout_s: float) -> dict[str, Any] | str:
+    """:func:`_added` in the :func:`installed_layout` (from its own directory, without
+    the clone on ``PYTHONPATH``)."""
+    with tempfile.TemporaryDirectory(prefix="acp-bench-installed-") as tmp:
+        python = installed_layout(Path(tmp))
+        if python is None:
+            return "not measured: no venv could be made"
+        agents = _agents()
+        agents["python"] = [str(python), "-m", "acp_proxy.demo.agent"]
+        old = os.environ.pop("PYTHONPATH", None)
+        try:
+            return _added(agents, [str(python), "-m", "acp_proxy", "--"], runs, tmp, timeout_s)
+        finally:
+            if old is not None:
+                os.environ["PYTHONPATH"] = old
+
+
 def startup_added(runs: int, timeout_s: float) -> dict[str, Any]:
     """Medians (ms) of the time to the ``initialize`` answer, direct and through the proxy.
 
@@ -192,30 +275,17 @@ def startup_added(runs: int, timeout_s: float) -> dict[str, Any]:
         timeout_s: longest wait for one process to exit.
 
     Returns:
-        ``{agent: {"runs", "direct_ms", "proxy_ms", "added_ms"}}`` (or why not measured).
+        ``{agent: {"runs", "direct_ms", "proxy_ms", "added_ms"}}`` (or why not measured),
+        ``"installed"``: the same in the :func:`installed_layout`, ``"version_ms"``,
+        ``"first_hop"``.
     """
     proxy = [sys.executable, "-m", "acp_proxy", "--"]
     out: dict[str, Any] = {"bytecode_written": write_bytecode()}
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")
     try:
-        for name, agent in _agents().items():
-            if isinstance(agent, str):
-                out[name] = agent
-                continue
-            direct: list[float] = []
-            through: list[float] = []
-            for _ in range(runs):
-                direct.append(time_to_initialize(agent, str(ROOT), timeout_s, INIT))
-                through.append(time_to_initialize([*proxy, *agent], str(ROOT), timeout_s, INIT))
-            d = statistics.median(direct) * 1e3
-            p = statistics.median(through) * 1e3
-            out[name] = {
-                "runs": runs,
-                "direct_ms": round(d, 1),
-                "proxy_ms": round(p, 1),
-                "added_ms": round(p - d, 1),
-            }
+        out.update(_added(_agents(), proxy, runs, str(ROOT), timeout_s))
+        out["installed"] = _installed_added(runs, timeout_s)
         out["version_ms"] = version_ms(runs, timeout_s)
         out["first_hop"] = first_hop(runs, timeout_s)
     finally:

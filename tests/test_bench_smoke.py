@@ -97,6 +97,10 @@ def test_startup_added_and_batch_rss_are_reported(smoke_result: dict[str, Any]) 
     assert python["direct_ms"] > 0
     assert python["proxy_ms"] > 0
     assert abs(python["added_ms"] - (python["proxy_ms"] - python["direct_ms"])) < 0.15
+    installed = smoke_result["startup"]["installed"]["python"]  # no editable finder there
+    assert installed["direct_ms"] > 0
+    assert installed["proxy_ms"] > 0
+    assert "startup_added_installed_python<=80ms" in smoke_result["targets"]
     hop = smoke_result["startup"]["first_hop"]  # the relay's hop, first line and later ones
     assert all(
         hop[f"{way}_{line}_ms"] > 0 for way in ("direct", "proxy") for line in ("first", "later")

@@ -175,6 +175,11 @@ def find_command(command: str) -> str:
     Raises:
         UsageError: no such executable.
     """
+    if not command:
+        raise UsageError(
+            "the agent command after -- is empty: put the agent's executable there "
+            "(acp-proxy [options] -- AGENT_CMD ...)"
+        )
     if os.sep in command or (os.altsep is not None and os.altsep in command):
         if os.path.isfile(command) and os.access(command, os.X_OK):
             _check_interpreter(command)

@@ -41,20 +41,16 @@ from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.wire.framing import Lines
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, error_frame
 from acp_proxy.shell.budget_store import RedisBudgetStore, store_for
-from acp_proxy.shell.routing import (
-    AuditSink,
-    CoreTimer,
-    coalesce,
-    flush_log_summaries,
-    route_actions,
-)
+from acp_proxy.shell.opening import MAX_QUEUED_BYTES
+from acp_proxy.shell.relay_loop import CoreTimer, coalesce
+from acp_proxy.shell.routing import AuditSink, flush_log_summaries, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["AUDIT_LOST", "THREAD_THRESHOLD_BYTES", "AuditSink", "Relay", "RelayResult"]
 
 log = logging.getLogger("acp_proxy.relay")
 
-DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_QUEUED_BYTES = MAX_QUEUED_BYTES
 
 #: a frame or line run this long or longer (bytes) goes to the core in a worker thread
 THREAD_THRESHOLD_BYTES = 256 * 1024
@@ -163,6 +159,9 @@ class Relay:
         exit_detail: gives the reason named in the errors for the client's
             requests in flight once the agent has gone (its status, ``None``
             when unknown: a remote agent).
+        deaf_detail: awaited when a write to the agent fails: the reason to
+            name instead of "stopped reading its input" (an agent process that
+            has exited, with its status and stderr), or ``None``.
         channel_batches: capacity of each outgoing memory channel, in batches.
         max_queued_bytes: bytes queued toward one peer before its feeding
             reader waits (one larger batch passes alone).
@@ -172,6 +171,9 @@ class Relay:
             answers to its requests in flight before closing the agent side
             (for transports that cannot half-close, e.g. WebSocket; 0 = close
             at once, right for a pipe, where the agent still answers).
+        queued: ``{peer: [frame, ...]}`` to write first, before anything the
+            relay decides (what the stdio form's opening had not written yet,
+            :class:`~acp_proxy.shell.opening.Opening`).
     """
 
     def __init__(
@@ -184,10 +186,12 @@ class Relay:
         wait_agent: Callable[[], Awaitable[int | None]] | None = None,
         stop_agent: Callable[[], Awaitable[object]] | None = None,
         exit_detail: Callable[[int | None], Awaitable[str]] | None = None,
+        deaf_detail: Callable[[], Awaitable[str | None]] | None = None,
         channel_batches: int = 64,
         flush_timeout_seconds: float = 10.0,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         drain_seconds: float = 0.0,
+        queued: dict[Peer, list[bytes]] | None = None,
     ) -> None:
         self.flush_timeout_seconds = flush_timeout_seconds
         self.drain_seconds = drain_seconds
@@ -198,6 +202,7 @@ class Relay:
         self._wait_agent = wait_agent
         self._stop_agent = stop_agent
         self._exit_detail = exit_detail
+        self._deaf_detail = deaf_detail
         self._channels = {
             peer: trio.open_memory_channel[list[bytes] | None](channel_batches) for peer in Peer
         }
@@ -219,6 +224,10 @@ class Relay:
         budgets = core.config.budgets
         self._store: RedisBudgetStore | None = store_for(budgets) if budgets.store else None
         self._calls: list[StoreCall] = []  # store calls made in a worker thread
+        for peer, frames in (queued or {}).items():
+            if frames:  # the channel holds one batch at least: this never blocks
+                self._budgets[peer].queued_bytes += sum(map(len, frames))
+                self._channels[peer][0].send_nowait(list(frames))
 
     async def run(self) -> RelayResult:
         """Relays until the agent's stream has ended and the client has been told.
@@ -526,11 +535,13 @@ class Relay:
 
     async def _on_agent_deaf(self) -> None:
         """A write to the agent failed: its requests are answered, its output still read."""
-        log.warning(
-            "the agent stopped reading its input; client requests are answered with an error"
-        )
+        exited = await self._deaf_detail() if self._deaf_detail is not None else None
+        if exited is None:
+            log.warning(
+                "the agent stopped reading its input; client requests are answered with an error"
+            )
+        detail = exited or "agent stopped reading its input (its stdin is closed)"
         await self._core_ready()
-        detail = "agent stopped reading its input (its stdin is closed)"
         await self._apply(self.core.agent_stopped_reading(self._now(), detail))
 
     async def _read_agent(self) -> int | None:

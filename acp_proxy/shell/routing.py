@@ -1,18 +1,12 @@
-"""Pieces shared by the trio shells (:mod:`~acp_proxy.shell.relay`,
-:mod:`~acp_proxy.shell.topology.chain`).
-
-Both carry out the sans-IO core's actions and drive its timer the same way;
-only the number of real streams differs.
+"""Carrying out the sans-IO core's actions, shared by the shells (:mod:`~acp_proxy.shell.relay`,
+:mod:`~acp_proxy.shell.topology.chain`): sends grouped per peer, audit records written,
+reports logged. The trio pieces are in :mod:`~acp_proxy.shell.relay_loop`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Awaitable, Callable
 from typing import Protocol
-
-import trio
 
 from acp_proxy.core.actions import Action, Audit, AuditEvent, Peer, Report, Send
 from acp_proxy.shell.audit import Throttle, preview
@@ -21,10 +15,7 @@ from acp_proxy.shell.log_levels import NOTICE
 __all__ = [
     "LOG_LINE_LIMIT",
     "LOG_THROTTLE",
-    "MAX_COALESCE",
     "AuditSink",
-    "CoreTimer",
-    "coalesce",
     "flush_log_summaries",
     "route_actions",
 ]
@@ -32,9 +23,6 @@ __all__ = [
 log = logging.getLogger("acp_proxy")
 
 _LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-
-#: queued batches merged into one write
-MAX_COALESCE = 256
 
 _CLIENT = Peer.CLIENT
 _AGENT = Peer.AGENT
@@ -195,62 +183,3 @@ def route_actions(actions: list[Action], audit: AuditSink | None) -> dict[Peer, 
     if to_agent:
         batch[_AGENT] = to_agent
     return batch
-
-
-class CoreTimer:
-    """Calls ``on_fire(now)`` whenever the core's timer deadline passes.
-
-    Args:
-        get_timer: the core's ``get_timer`` (seconds on trio's clock, or ``None``).
-        on_fire: awaited with the current time when the deadline is reached.
-
-    Call :meth:`poke` after every core call that may have set an earlier deadline.
-    """
-
-    def __init__(
-        self,
-        get_timer: Callable[[], float | None],
-        on_fire: Callable[[float], Awaitable[None]],
-    ) -> None:
-        self._get_timer = get_timer
-        self._on_fire = on_fire
-        self._scope: trio.CancelScope | None = None
-
-    def poke(self) -> None:
-        """Moves the wake-up earlier if the core's deadline is now earlier."""
-        scope = self._scope
-        if scope is None:
-            return
-        deadline = self._get_timer()
-        if deadline is not None and deadline < scope.deadline:
-            scope.deadline = deadline
-
-    async def run(self) -> None:
-        """Runs until cancelled."""
-        while True:
-            deadline = self._get_timer()
-            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
-                self._scope = scope
-                await trio.sleep_forever()
-            self._scope = None
-            await self._on_fire(trio.current_time())
-
-
-def coalesce(
-    rx: trio.MemoryReceiveChannel[list[bytes] | None], frames: list[bytes]
-) -> tuple[list[bytes], bool]:
-    """Appends to ``frames`` whatever batches are already queued on ``rx``.
-
-    Returns:
-        ``(frames, ended)``: ``ended`` is True when the end-of-stream marker
-        (``None``) was taken.
-    """
-    for _ in range(MAX_COALESCE):
-        try:
-            more = rx.receive_nowait()
-        except trio.WouldBlock:
-            break
-        if more is None:
-            return frames, True
-        frames.extend(more)
-    return frames, False

@@ -47,3 +47,20 @@ async def test_requests_to_an_agent_that_stopped_reading_are_answered(tmp_path: 
     closed = [r for r in records if r["event"] == "peer_closed"]
     assert closed[0]["reason"] == WHY
     assert "stopped reading" in proxy.stderr_text()
+
+
+async def test_an_agent_that_crashes_before_reading_is_named_with_its_exit() -> None:
+    """An agent that exits before it reads (a crash at import): the write of initialize
+    fails, and the client's error names the exit and the agent's stderr, not only a
+    closed stdin (found in a fresh-clone trial)."""
+    command = [*proxy_command(), sys.executable, "-c", "import no_such_module_for_acp"]
+    with trio.fail_after(TIMEOUT):
+        async with open_proxy(command) as proxy:
+            await proxy.send(req(0, "initialize", {"protocolVersion": 1}))
+            answer = await proxy.out.recv_json()
+            assert answer["id"] == 0
+            message = answer["error"]["message"]
+            assert "agent exited with status 1" in message
+            assert "ModuleNotFoundError" in message
+            assert WHY not in message
+            assert await proxy.wait() == 1

@@ -420,15 +420,8 @@ def audit_trail(path: Path) -> list[tuple[Any, ...]]:
     chain's run records."""
     records = [json.loads(line) for line in path.read_text().splitlines()]
     keys = ("event", "direction", "sessionId", "parentSessionId", "method", "capability")
-    # asks: --chain does not record an ask no rule decides, nor the client's answer,
-    # yet (the request arrives wrapped in proxy/successor; issue 25 gap)
-    skip = {"peer_closed", "run_started", "run_closed", "permission_answered"}
-    return [
-        tuple(r.get(k) for k in keys)
-        for r in records
-        if r["event"] not in skip
-        and not (r["event"] == "permission_decided" and r.get("action") == "ask")
-    ]
+    skip = {"peer_closed", "run_started", "run_closed"}
+    return [tuple(r.get(k) for k in keys) for r in records if r["event"] not in skip]
 
 
 @pytest.mark.parametrize("prefix", ["", "_"], ids=["proxy", "_proxy"])
@@ -450,10 +443,14 @@ async def test_chain_mode_shows_both_sides_what_standalone_mode_shows(
         "held",
         "child_announced",
         "released",
+        "permission_decided",  # the ask and the client's answer: recorded under --chain too
         "mutation_rejected",
         "mutation_rejected",
         "notification_dropped",
+        "permission_answered",
         "duplicate_dropped",
+        "permission_decided",
+        "permission_answered",
     ]
 
 
@@ -468,3 +465,43 @@ async def test_conductor_closing_stdin_ends_the_proxy_with_status_zero(tmp_path:
     (answer,) = [json.loads(f) for f in h.client.saw]
     assert answer["id"] == "i"
     assert answer["error"]["code"] == -32603
+
+
+async def own_file_write(h: Harness) -> None:
+    """The agent asks the client to write the proxy's audit log: refused by the proxy,
+    answered to the agent under its id, never seen by the client (issue 31)."""
+    client, agent = h.client, h.agent
+    caps = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    await client.send(req(0, "initialize", {"protocolVersion": 1, "clientCapabilities": caps}))
+    init = await agent.recv()
+    await agent.send(resp(init["id"], {"protocolVersion": 1, "agentCapabilities": {}}))
+    assert (await client.recv())["id"] == 0
+    await client.send(req(1, "session/new", {"cwd": str(h.audit_path.parent), "mcpServers": []}))
+    new = await agent.recv()
+    await agent.send(resp(new["id"], {"sessionId": "S1"}))
+    assert (await client.recv())["id"] == 1
+    write = {"sessionId": "S1", "path": str(h.audit_path), "content": "{}\n"}
+    await agent.send(req("w-1", "fs/write_text_file", write))
+    refused = await agent.recv()
+    assert refused["id"] == "w-1"
+    assert "own file" in refused["error"]["message"]
+    read = {"sessionId": "S1", "path": str(h.audit_path.parent / "notes.txt")}
+    await agent.send(req("r-1", "fs/read_text_file", read))  # another file: forwarded
+    asked = await client.recv()
+    assert asked["method"] == "fs/read_text_file"
+    await client.send(resp(asked["id"], {"content": "hi"}))
+    assert (await agent.recv())["id"] == "r-1"
+
+
+@pytest.mark.parametrize("mode", ["standalone", "chain"])
+async def test_the_proxy_s_own_files_are_out_of_the_agent_s_reach_in_chain_mode_too(
+    tmp_path: Path, mode: str
+) -> None:
+    """--chain applied no filesystem rules: the agent could have the client rewrite the
+    audit log. Both modes now refuse it and record the decision."""
+    factory = chain_factory(tmp_path, "") if mode == "chain" else standalone_factory(tmp_path)
+    h = await run(factory, own_file_write)
+    records = [json.loads(line) for line in h.audit_path.read_text().splitlines()]
+    refused = [r for r in records if r["event"] == "request_refused"]
+    assert [r["method"] for r in refused] == ["fs/write_text_file"]  # id: the core's own
+    assert "own file" in refused[0]["reason"]

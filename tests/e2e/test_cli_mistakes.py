@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -141,6 +142,17 @@ def test_unknown_option_is_one_line() -> None:
 
 def test_bad_option_value_is_one_line() -> None:
     one_sentence(run("--log-level", "loud", "--", "true"), 2, "--log-level", "loud")
+
+
+def test_log_levels_are_read_in_any_case() -> None:
+    """``--log-level INFO`` is ``info`` (it was refused in argparse's words)."""
+    r = run("--log-level", "INFO", "--", PY, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    assert b"acp-proxy: INFO: agent started" in r.stderr
+
+
+def test_an_empty_agent_command_says_what_to_do() -> None:
+    one_sentence(run("--", ""), 2, "the agent command after -- is empty", "AGENT_CMD")
 
 
 def test_no_arguments_on_a_pipe_is_not_chain_mode() -> None:
@@ -358,3 +370,15 @@ def test_config_alone_lists_the_shipped_files() -> None:
         "  permissions  example: the [[permissions.rules]] reference, with a policy",
         "Start from one: acp-proxy config strict > ~/.config/acp-proxy/strict.toml",
     ]
+
+
+def test_a_log_file_s_lines_begin_with_the_time(tmp_path: Path) -> None:
+    """--log-file lines carry an ISO 8601 UTC time (stderr's do not: editors time them)."""
+    log = tmp_path / "proxy.log"
+    r = run("--log-file", str(log), "--log-level", "info", "--", PY, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    lines = log.read_text().splitlines()
+    assert lines
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z acp-proxy: INFO: "
+    assert all(re.match(stamp, line) for line in lines), lines
+    assert re.match(stamp + "agent started: pid", lines[0])

@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 from support.e2ekit import open_proxy, proxy_command, read_audit, write_config
+from support.peers.own_file_agent import OwnFileAgent, assert_own_file_refused, client_messages
 from support.wskit import AGENT_CMD, AcpClient, connect, listening, make_config, wait_closed
 from trio_websocket import WebSocketRequest, serve_websocket
 
@@ -148,6 +149,38 @@ async def test_sidecar_relays_a_turn_to_a_websocket_agent_and_enforces() -> None
                 assert refused["error"]["code"] == -32601
                 assert "acp-proxy" in refused["error"]["message"]
             nursery.cancel_scope.cancel()
+
+
+async def test_the_sidecar_keeps_the_proxy_s_own_files_out_of_the_upstream_s_reach(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """--listen --upstream: the upstream agent asking a client to write the proxy's audit
+    log is refused under its id, as with a local agent (issue 31)."""
+    from acp_proxy.config import Config
+    from acp_proxy.config.model import AuditConfig
+    from acp_proxy.shell import places
+
+    audit = tmp_path / "audit.jsonl"
+    monkeypatch.setattr(
+        places, "_OWN", places.own_files(Config(audit=AuditConfig(path=str(audit))), None)
+    )
+    agent = OwnFileAgent(audit, tmp_path / "notes.txt")
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve_websocket, agent.handler, "127.0.0.1", 0, None)
+            url = await _sidecar(f"ws://127.0.0.1:{server.port}/acp", nursery)
+            async with connect(url) as ws:
+                for message in client_messages(tmp_path):
+                    await ws.send_message(json.dumps(message))
+                    assert json.loads(await ws.get_message())["id"] == message["id"]
+                asked = json.loads(await ws.get_message())  # only the second write
+                assert asked["params"]["path"] == str(tmp_path / "notes.txt")
+                await ws.send_message(
+                    json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": {}})
+                )
+                await agent.both_answered.wait()
+            nursery.cancel_scope.cancel()
+    assert_own_file_refused(agent)
 
 
 async def test_an_upstream_that_refuses_is_reported_like_an_agent_exit() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import attrs
 import trio
+from support.peers.own_file_agent import OwnFileAgent, assert_own_file_refused, client_messages
 from support.peers.scripted_agent import ScriptedAgent
 from support.wskit import REPO, AcpClient, ProcessPipes
 from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
@@ -190,3 +191,30 @@ async def test_connect_waits_for_answers_in_flight_when_stdin_closes() -> None:
                 assert answer == {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1}}
                 assert await pipes.proc.wait() == 0
             nursery.cancel_scope.cancel()
+
+
+async def test_connect_keeps_the_proxy_s_own_files_out_of_the_agent_s_reach(
+    tmp_path: Path,
+) -> None:
+    """The client of --connect is this machine's editor: a remote agent asking it to write
+    the proxy's audit log is refused under its id (issue 31), and the editor never sees
+    the request; another file's request reaches it."""
+    audit = tmp_path / "audit.jsonl"
+    agent = OwnFileAgent(audit, tmp_path / "notes.txt")
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve_websocket, agent.handler, "127.0.0.1", 0, None)
+            url = f"ws://127.0.0.1:{server.port}/acp"
+            async with connect_proxy(url, "--audit-log", str(audit)) as pipes:
+                for message in client_messages(tmp_path):
+                    await pipes.send_text(json.dumps(message))
+                    assert json.loads(await pipes.receive_text())["id"] == message["id"]
+                asked = json.loads(await pipes.receive_text())  # only the second write
+                assert asked["params"]["path"] == str(tmp_path / "notes.txt")
+                answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {}}
+                await pipes.send_text(json.dumps(answer))
+                await agent.both_answered.wait()
+                await pipes.close_stdin()
+                assert await pipes.proc.wait() == 0
+            nursery.cancel_scope.cancel()
+    assert_own_file_refused(agent)

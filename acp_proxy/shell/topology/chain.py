@@ -28,8 +28,10 @@ from acp_proxy.core.actions import Action
 from acp_proxy.core.chain import ChainAdapter
 from acp_proxy.errors import UsageError
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AUDIT_LOST
-from acp_proxy.shell.routing import AuditSink, CoreTimer, coalesce, route_actions
+from acp_proxy.shell.relay_loop import CoreTimer, coalesce
+from acp_proxy.shell.routing import AuditSink, route_actions
 from acp_proxy.shell.transport.base import Closed, FrameTransport
 from acp_proxy.shell.transport.stdio import open_stdio_transport
 
@@ -155,7 +157,8 @@ async def run_chain(config: Config, audit: AuditSink | None) -> int:
         )
     conductor = open_stdio_transport(config.limits.max_message_bytes)
     conductor.name = "conductor"
-    adapter = ChainAdapter(make_core(config))
+    # the proxy's own files out of reach, paths resolved, as in the stdio form (issue 31)
+    adapter = ChainAdapter(use_filesystem(make_core(config)))
     relay = ChainRelay(
         adapter, conductor, audit=audit, channel_batches=config.limits.channel_messages
     )

@@ -23,6 +23,7 @@ from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.errors import ConnectFailed
 from acp_proxy.shell.observe import make_core
+from acp_proxy.shell.places import apply as use_filesystem
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.reload import LivePolicy, watch_config
 from acp_proxy.shell.topology.ws_upgrade import StartupError, WsUrl, parse_ws_url, read_token
@@ -273,7 +274,9 @@ async def _connect(
 
     async with dial_agent(target, headers, max_bytes) as ws:
         agent = WebSocketTransport(ws, Peer.AGENT, max_bytes, audit=audit)
-        relay = remote_agent_relay(make_core(cfg), client, agent, cfg, audit)
+        # the client is this machine's editor: the proxy's own files out of its reach (issue 31)
+        core = use_filesystem(make_core(cfg))
+        relay = remote_agent_relay(core, client, agent, cfg, audit)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(on_signals, agent, nursery)
             if watch is not None:

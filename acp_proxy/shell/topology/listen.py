@@ -599,7 +599,12 @@ class _Listener:
             return upstream.describe_end()
 
         relay = remote_agent_relay(
-            self.bind(make_core(self.live.config), c), client, upstream, cfg, audit, exit_detail
+            self.bind(use_filesystem(make_core(self.live.config)), c),
+            client,
+            upstream,
+            cfg,
+            audit,
+            exit_detail,
         )
         listen = cfg.listen
 

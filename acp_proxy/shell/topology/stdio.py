@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -16,8 +15,7 @@ import trio
 from acp_proxy.config import Config
 from acp_proxy.core.actions import Peer
 from acp_proxy.core.engine import ProxyCore
-from acp_proxy.shell.observe import make_core
-from acp_proxy.shell.places import apply as use_filesystem
+from acp_proxy.shell.opening import Opening, stdio_core
 from acp_proxy.shell.relay import AuditSink, Relay
 from acp_proxy.shell.reload import LivePolicy, watch_config
 from acp_proxy.shell.spawn import EarlyStart, release_signals
@@ -29,6 +27,10 @@ __all__ = ["agent_relay", "forward_signals", "run_stdio_process", "with_stderr_t
 
 log = logging.getLogger("acp_proxy")
 
+
+#: after a write to the agent failed, how long its exit is awaited so that the client's
+#: errors name it (status, stderr) rather than a closed stdin (seconds)
+DEAF_EXIT_SECONDS = 0.25
 
 #: logged on SIGHUP without --config (the agent does not get it: it would end the session)
 NOTHING_TO_RELOAD = (
@@ -90,6 +92,7 @@ def agent_relay(
     agent: AgentProcess,
     config: Config,
     audit: AuditSink | None,
+    queued: dict[Peer, list[bytes]] | None = None,
 ) -> Relay:
     """A :class:`Relay` between ``client`` and a started agent process.
 
@@ -98,6 +101,7 @@ def agent_relay(
     goes away, the agent's stdin is closed and it is stopped the same way.
     When the agent exits before answering ``initialize``, the errors for the
     client's requests carry the last lines it wrote to stderr.
+    ``queued``: frames to write first (:class:`Relay`).
     """
     grace = config.process.grace_seconds
     kill_after = config.process.kill_after_seconds
@@ -118,6 +122,12 @@ def agent_relay(
         await agent.wait_stderr(grace)
         return with_stderr_tail(detail, agent.stderr_tail)
 
+    async def deaf_detail() -> str | None:
+        # a closed stdin is most often an agent that exited (a crash at start): name that
+        with trio.move_on_after(DEAF_EXIT_SECONDS):
+            return await exit_detail(await agent.wait())
+        return None
+
     return Relay(
         core,
         client,
@@ -126,7 +136,9 @@ def agent_relay(
         wait_agent=wait_agent,
         stop_agent=stop_agent,
         exit_detail=exit_detail,
+        deaf_detail=deaf_detail,
         channel_batches=config.limits.channel_messages,
+        queued=queued,
     )
 
 
@@ -150,6 +162,7 @@ async def run_stdio_process(
     live: LivePolicy | None = None,
     watch: str | None = None,
     early: EarlyStart | None = None,
+    opening: Opening | None = None,
 ) -> int:
     """Runs the stdio <-> subprocess topology until the agent's group has ended.
 
@@ -171,6 +184,9 @@ async def run_stdio_process(
         early: the agent, already started from ``agent_command`` by the command
             line (:func:`~acp_proxy.shell.spawn.start_early`), else
             ``None``: it is started here.
+        opening: what the opening relayed of ``early``'s first messages
+            (:func:`~acp_proxy.shell.opening.open_stdio`): its core, framers and
+            unwritten frames are taken over.
 
     Returns:
         The proxy's exit status: the agent's, or 127 when the agent cannot be
@@ -181,7 +197,9 @@ async def run_stdio_process(
     """
     try:
         if early is not None:
-            agent = AgentProcess.adopt(early, config.limits.max_message_bytes)
+            agent = AgentProcess.adopt(
+                early, config.limits.max_message_bytes, logged=opening is not None
+            )
         else:
             agent = await AgentProcess.start(agent_command, config.limits.max_message_bytes)
     except OSError as exc:
@@ -189,9 +207,14 @@ async def run_stdio_process(
         return 127
     client = open_stdio_transport(config.limits.max_message_bytes)
     live = live or LivePolicy(config, None, audit)
-    core = use_filesystem(make_core(live.config, agent.process.pid))
-    core.admission.bind(None, False, os.path.realpath)  # the local editor: trusted
-    relay = agent_relay(core, client, agent, config, audit)
+    if opening is not None:
+        core = opening.core
+        client.resume(opening.framers[Peer.CLIENT], opening.ended[Peer.CLIENT])
+        agent.transport.resume(opening.framers[Peer.AGENT], opening.ended[Peer.AGENT])
+        relay = agent_relay(core, client, agent, config, audit, opening.queued)
+    else:
+        core = stdio_core(live.config, agent.process.pid)
+        relay = agent_relay(core, client, agent, config, audit)
     process = config.process
     on_hup = partial(live.reload, "SIGHUP") if live.reloadable else None
     try:

@@ -8,11 +8,12 @@ import os
 import trio
 
 from acp_proxy.core.wire.framing import LineFramer
+from acp_proxy.shell.opening import READ_BYTES
 from acp_proxy.shell.transport.base import Closed, FrameTransport, Incoming
 
 __all__ = ["NdjsonTransport"]
 
-READ_SIZE = 256 * 1024
+READ_SIZE = READ_BYTES
 
 #: at most this many frames go out in one ``writev`` (two buffers each, under
 #: the kernel's 1024); a longer batch is joined into one buffer instead
@@ -76,11 +77,22 @@ class NdjsonTransport(FrameTransport):
         self._tx = send_stream
         self._framer = LineFramer(max_message_bytes)
         self._eof = False
+        self._ended = False  # the stream's end was read elsewhere (resume)
         self.name = name
+
+    def resume(self, framer: LineFramer, ended: bool) -> None:
+        """Goes on from bytes read before the relay (:mod:`~acp_proxy.shell.opening`):
+        ``framer`` holds any partial line; ``ended``: the stream's end was read, so the
+        next batch is the framer's last line and then the end."""
+        self._framer = framer
+        self._ended = ended
 
     async def receive_batch(self) -> list[Incoming] | None:
         if self._rx is None or self._eof:
             return None
+        if self._ended:
+            self._eof = True
+            return list(self._framer.close()) or None
         while True:
             try:
                 data = await self._rx.receive_some(READ_SIZE)

@@ -27,7 +27,6 @@ import fcntl
 import logging
 import math
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from collections.abc import Sequence
 
 import trio
 
+from acp_proxy.errors import AgentSignalled
+from acp_proxy.shell.opening import log_started
 from acp_proxy.shell.spawn import EarlyStart, Spawned, spawn
 from acp_proxy.shell.transport.ndjson import NdjsonTransport
 from acp_proxy.shell.transport.pipes import widen_pipe
@@ -56,18 +57,6 @@ STDERR_TAIL_BYTES = 2048
 
 #: how often the process group is checked for members while waiting for it to empty
 GROUP_POLL_SECONDS = 0.05
-
-
-class AgentSignalled(Exception):
-    """The agent died of signal ``signum``: the proxy should die of it too.
-
-    Attributes:
-        signum: the signal number.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"agent killed by signal {signum}")
-        self.signum = signum
 
 
 def _bytes_available(stream: trio.lowlevel.FdStream) -> int:
@@ -397,8 +386,11 @@ class AgentProcess:
         return cls._adopt(spawn(command, env), command, max_message_bytes)
 
     @classmethod
-    def adopt(cls, early: EarlyStart, max_message_bytes: int) -> AgentProcess:
-        """The agent the command line started before the relay (issue 29).
+    def adopt(
+        cls, early: EarlyStart, max_message_bytes: int, *, logged: bool = False
+    ) -> AgentProcess:
+        """The agent the command line started before the relay (issue 29); ``logged``:
+        its start was logged already (by the stdio form's opening).
 
         Raises:
             OSError: it could not be started (:attr:`EarlyStart.error`).
@@ -406,7 +398,7 @@ class AgentProcess:
         if early.popen is None:
             assert early.error is not None
             raise early.error
-        return cls._adopt(early.popen, early.command, max_message_bytes)
+        return cls._adopt(early.popen, early.command, max_message_bytes, logged=logged)
 
     @classmethod
     def _adopt(
@@ -414,9 +406,12 @@ class AgentProcess:
         popen: subprocess.Popen[bytes] | Spawned,
         command: Sequence[str],
         max_message_bytes: int,
+        *,
+        logged: bool = False,
     ) -> AgentProcess:
         proc = AgentChild(popen)
-        log.info("agent started: pid %d: %s", proc.pid, shlex.join(command))
+        if not logged:
+            log_started(proc.pid, command)
         inner = command.inner if isinstance(command, SandboxedCommand) else None
         return cls(proc, max_message_bytes, inner)
 

@@ -991,3 +991,40 @@ def test_a_response_to_no_asked_request_is_not_recorded_as_an_answer() -> None:
     core.receive(AGENT, v1_ask(1, "think"), 0.0)
     out = core.receive(CLIENT, resp(2, {"outcome": {"outcome": "cancelled"}}), 1.0)
     assert "permission_answered" not in events(out)
+
+
+#: a client answer refused by the wire guard (a repeated key at a decision level)
+REFUSED_ANSWER = (
+    b'{"jsonrpc":"2.0","id":"p","result":{"outcome":{"outcome":"selected","optionId":"yes"}},'
+    b'"_meta":{"a":1},"result":{}}'
+)
+
+
+@pytest.mark.parametrize("expired", [False, True])
+def test_a_refused_answer_ends_the_request_once_whether_or_not_its_ask_ran_out(
+    expired: bool,
+) -> None:
+    """The client's answer to an asked request is refused: the agent gets one answer under
+    the id, -32603 naming the refusal, or, when the ask had run out, none more (it was
+    answered cancelled already); either way the request and its ask end there."""
+    core = make_core()
+    start(core)
+    core.receive(AGENT, v1_ask("p", "edit"), 0.0)
+    to_agent = []
+    if expired:
+        to_agent += [decoded(d) for d in sends(core.handle_timer(30.0), AGENT)]
+        assert [d["result"]["outcome"] for d in to_agent] == [{"outcome": "cancelled"}]
+    out = core.receive(CLIENT, REFUSED_ANSWER, 31.0)
+    assert events(out) == ["invalid_message"]
+    to_agent += [decoded(d) for d in sends(out, AGENT)]
+    assert [d["id"] for d in to_agent] == ["p"]
+    if not expired:
+        assert to_agent[0]["error"]["code"] == -32603
+        assert "duplicate keys" in to_agent[0]["error"]["data"]["reason"]
+    assert core.pending_requests(AGENT) == 0
+    assert core.get_timer() is None
+    late = resp("p", {"outcome": {"outcome": "selected", "optionId": "yes"}})
+    out = core.receive(CLIENT, late, 32.0)  # nothing is open under the id any more
+    assert sends(out, AGENT) == []
+    assert events(out) == ["unknown_response"]
+    assert_accounting(core)
