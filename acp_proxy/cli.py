@@ -417,6 +417,8 @@ def _main(argv: list[str]) -> int:
     if early is None:
         early = _start_early(mode, cfg, agent_cmd)
     _protect_own_files(args, own_files_cfg)  # cannot refuse: after the agent's early start
+    if not _default_config(mode, args):
+        _warn_risky(cfg)
     from acp_proxy.shell.observe import install
 
     hub = None
@@ -868,6 +870,14 @@ def _check_sandbox(cfg: Config, config_file: str) -> str:
         *json.dumps(sandbox.settings, indent=2).splitlines(),
     ]
     return "\n" + "".join(f"# {line}\n" for line in lines)
+
+
+def _warn_risky(cfg: Config) -> None:
+    """Logs each setting ``check-config`` warns about (valid but risky), once, at start."""
+    from acp_proxy.config.risks import risky_settings
+
+    for warning in risky_settings(cfg):
+        _log().warning("risky setting: %s (acp-proxy check-config FILE lists them)", warning)
 
 
 def _check_config_verdict(path: str, cfg: Config, agent: str | None) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from acp_proxy.config import Config
 from acp_proxy.config.model import LimitsConfig
-from acp_proxy.config.records import FrozenRecord, Record
+from acp_proxy.config.records import Described, FrozenRecord, Record
 
 
 def _fields() -> dict[str, Any]:
@@ -100,3 +100,16 @@ def test_the_config_keeps_value_semantics() -> None:
     assert hash(LimitsConfig()) == hash(LimitsConfig())
     assert repr(LimitsConfig()).startswith("LimitsConfig(max_message_bytes=33554432, ")
     assert "max_sessions=3" in repr(Config(limits=LimitsConfig(max_sessions=3)))
+
+
+def test_a_described_part_keeps_identity_equality_and_attrs_repr() -> None:
+    """:class:`Described` (a connection's parts): attrs' ``repr``, identity ``==`` and hash."""
+    compiled = attrs.make_class("Part", _fields(), eq=False)
+    shared = attrs.make_class("Part", _fields(), bases=(Described,), eq=False, repr=False)
+    assert shared.__repr__ is Record.__repr__
+    for kwargs, _ in CASES:
+        a, b = shared(**kwargs), shared(**kwargs)
+        assert repr(a) == repr(compiled(**kwargs))
+        assert a == a
+        assert a != b
+        assert hash(a) != hash(b)

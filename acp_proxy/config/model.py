@@ -5,6 +5,11 @@ Every key has a default; the TOML loader
 types and bad values are :class:`ConfigError` naming the key.
 :func:`acp_proxy.config.io.dump_config` writes the effective configuration
 back as TOML. This module is pure data; it never imports trio.
+
+Each section's value checks are its ``CHECKS`` table, run after ``__init__``
+(:mod:`acp_proxy.config.checked`: attrs validators would be compiled into every
+``__init__`` at import), and a section is made without slots
+(:mod:`acp_proxy.config.records`); both for the start-up (issue 29).
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from typing import Any, Literal, get_args
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, get_args
 
 import attrs
 
+from acp_proxy.config.checked import Check, CheckedRecord
 from acp_proxy.config.credentials import SANDBOX_DENY_READ
 from acp_proxy.config.records import FrozenRecord
 from acp_proxy.config.toml_text import describe, dotted
@@ -192,8 +199,8 @@ def _hosts(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> None:
             )
 
 
-@attrs.frozen(eq=False, repr=False)
-class LimitsConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class LimitsConfig(CheckedRecord):
     """Size limits.
 
     Attributes:
@@ -241,28 +248,45 @@ class LimitsConfig(FrozenRecord):
             error under its id.
     """
 
-    max_message_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive)
-    max_pending_requests: int = attrs.field(default=65536, validator=_positive)
-    channel_messages: int = attrs.field(default=64, validator=_positive)
-    max_children: int = attrs.field(default=10000, validator=_positive)
-    max_session_id_bytes: int = attrs.field(default=1024, validator=_positive)
-    max_sessions: int = attrs.field(default=4096, validator=_positive)
-    max_child_bytes: int = attrs.field(default=256 * 1024, validator=_positive)
-    max_registry_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
-    max_dedup_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
-    max_pending_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
-    dense_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
-    min_bytes_per_value: int = attrs.field(default=48, validator=_positive)
-    max_nesting_depth: int = attrs.field(default=MAX_NESTING_DEPTH_CAP, validator=_nesting_depth)
-    max_workspace_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
+    max_message_bytes: int = 32 * 1024 * 1024
+    max_pending_requests: int = 65536
+    channel_messages: int = 64
+    max_children: int = 10000
+    max_session_id_bytes: int = 1024
+    max_sessions: int = 4096
+    max_child_bytes: int = 256 * 1024
+    max_registry_bytes: int = 16 * 1024 * 1024
+    max_dedup_bytes: int = 8 * 1024 * 1024
+    max_pending_bytes: int = 8 * 1024 * 1024
+    dense_message_bytes: int = 1024 * 1024
+    min_bytes_per_value: int = 48
+    max_nesting_depth: int = MAX_NESTING_DEPTH_CAP
+    max_workspace_bytes: int = 8 * 1024 * 1024
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "max_message_bytes": _positive,
+        "max_pending_requests": _positive,
+        "channel_messages": _positive,
+        "max_children": _positive,
+        "max_session_id_bytes": _positive,
+        "max_sessions": _positive,
+        "max_child_bytes": _positive,
+        "max_registry_bytes": _positive,
+        "max_dedup_bytes": _positive,
+        "max_pending_bytes": _positive,
+        "dense_message_bytes": _positive,
+        "min_bytes_per_value": _positive,
+        "max_nesting_depth": _nesting_depth,
+        "max_workspace_bytes": _positive,
+    }
 
 
 #: What the hold buffer does with a session's traffic on timeout or overflow.
 OnExpire = Literal["release", "drop"]
 
 
-@attrs.frozen(eq=False, repr=False)
-class HoldConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class HoldConfig(CheckedRecord):
     """Hold buffer for agent traffic on sessions the client cannot know yet.
 
     Attributes:
@@ -274,15 +298,23 @@ class HoldConfig(FrozenRecord):
         on_expire: ``"release"`` or ``"drop"`` on timeout or overflow.
     """
 
-    timeout_seconds: float = attrs.field(default=10.0, validator=_positive)
-    max_messages_per_session: int = attrs.field(default=1000, validator=_positive)
-    max_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
-    max_sessions: int = attrs.field(default=1024, validator=_positive)
-    on_expire: OnExpire = attrs.field(default="release", validator=_member_of(OnExpire))
+    timeout_seconds: float = 10.0
+    max_messages_per_session: int = 1000
+    max_bytes: int = 16 * 1024 * 1024
+    max_sessions: int = 1024
+    on_expire: OnExpire = "release"
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "timeout_seconds": _positive,
+        "max_messages_per_session": _positive,
+        "max_bytes": _positive,
+        "max_sessions": _positive,
+        "on_expire": _member_of(OnExpire),
+    }
 
 
-@attrs.frozen(eq=False, repr=False)
-class EnforcementConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class EnforcementConfig(CheckedRecord):
     """Capability enforcement on child sessions (docs/protocol.md section 4: an allowlist).
 
     A client message whose ``params.sessionId`` names a child reaches the
@@ -306,14 +338,16 @@ class EnforcementConfig(FrozenRecord):
     """
 
     reject_code: int = -32601
-    child_read_only: list[str] = attrs.field(
-        factory=lambda: list(DEFAULT_CHILD_READ_ONLY), validator=_read_only_list
-    )
-    child_mutations: dict[str, str] = attrs.field(
-        factory=lambda: dict(DEFAULT_CHILD_MUTATIONS), validator=_mutation_table
-    )
+    child_read_only: list[str] = attrs.field(factory=lambda: list(DEFAULT_CHILD_READ_ONLY))
+    child_mutations: dict[str, str] = attrs.field(factory=lambda: dict(DEFAULT_CHILD_MUTATIONS))
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "child_read_only": _read_only_list,
+        "child_mutations": _mutation_table,
+    }
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()  # each field's own check first
         for method in self.child_read_only:
             if method in self.child_mutations:
                 raise InvalidValue(
@@ -322,7 +356,7 @@ class EnforcementConfig(FrozenRecord):
                 )
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class DedupConfig(FrozenRecord):
     """Duplicate state report removal.
 
@@ -333,7 +367,7 @@ class DedupConfig(FrozenRecord):
     state_reports: bool = True
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class AuditConfig(FrozenRecord):
     """Audit log.
 
@@ -355,7 +389,7 @@ class AuditConfig(FrozenRecord):
     hmac_key_file: str = ""
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class TraceConfig(FrozenRecord):
     """Wire trace (docs/trace-format.md).
 
@@ -369,7 +403,7 @@ class TraceConfig(FrozenRecord):
     include_content: bool = False
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class TelemetryConfig(FrozenRecord):
     """Metrics and status; OpenTelemetry.
 
@@ -384,8 +418,8 @@ class TelemetryConfig(FrozenRecord):
     enabled: bool = False
 
 
-@attrs.frozen(eq=False, repr=False)
-class ProcessConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class ProcessConfig(CheckedRecord):
     """The agent subprocess.
 
     Attributes:
@@ -394,12 +428,17 @@ class ProcessConfig(FrozenRecord):
         kill_after_seconds: after terminate, killed if still alive.
     """
 
-    grace_seconds: float = attrs.field(default=5.0, validator=_non_negative)
-    kill_after_seconds: float = attrs.field(default=5.0, validator=_non_negative)
+    grace_seconds: float = 5.0
+    kill_after_seconds: float = 5.0
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "grace_seconds": _non_negative,
+        "kill_after_seconds": _non_negative,
+    }
 
 
-@attrs.frozen(eq=False, repr=False)
-class ListenConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class ListenConfig(CheckedRecord):
     """WebSocket listener (``--listen``).
 
     Attributes:
@@ -427,12 +466,21 @@ class ListenConfig(FrozenRecord):
 
     token_file: str = ""
     tokens_file: str = ""
-    allowed_origins: list[str] = attrs.field(factory=list, validator=_origins)
-    allowed_hosts: list[str] = attrs.field(factory=list, validator=_hosts)
-    max_connections: int = attrs.field(default=16, validator=_positive)
-    max_pending_handshakes: int = attrs.field(default=64, validator=_positive)
-    ping_interval_seconds: float = attrs.field(default=20.0, validator=_non_negative)
-    ping_timeout_seconds: float = attrs.field(default=20.0, validator=_positive)
+    allowed_origins: list[str] = attrs.field(factory=list)
+    allowed_hosts: list[str] = attrs.field(factory=list)
+    max_connections: int = 16
+    max_pending_handshakes: int = 64
+    ping_interval_seconds: float = 20.0
+    ping_timeout_seconds: float = 20.0
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "allowed_origins": _origins,
+        "allowed_hosts": _hosts,
+        "max_connections": _positive,
+        "max_pending_handshakes": _positive,
+        "ping_interval_seconds": _non_negative,
+        "ping_timeout_seconds": _positive,
+    }
 
 
 # --- permission rules (issue 19) ----------------------------------------------
@@ -551,6 +599,16 @@ def _one_of(choices: tuple[str, ...]) -> Any:
     return check
 
 
+def _optional(check: Check) -> Check:
+    """``check`` for a value that is not ``None`` (``attrs.validators.optional``)."""
+
+    def optional(inst: Any, attr: attrs.Attribute[Any], value: object) -> None:
+        if value is not None:
+            check(inst, attr, value)
+
+    return optional
+
+
 def _option_kinds(_inst: Any, attr: attrs.Attribute[Any], value: list[OptionKind] | None) -> None:
     if value is None:
         return
@@ -572,8 +630,8 @@ def _timeout(_inst: Any, attr: attrs.Attribute[Any], value: float | None) -> Non
         raise InvalidValue(f"must be a finite number > 0, got {describe(value)}", (attr.name,))
 
 
-@attrs.frozen(eq=False, repr=False)
-class PermissionRule(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class PermissionRule(CheckedRecord):
     """One ``[[permissions.rules]]`` entry (``config/examples/permissions.toml``).
 
     A rule applies to one agent->client ``method`` and matches a request when
@@ -610,26 +668,42 @@ class PermissionRule(FrozenRecord):
             keys contradict its action or method.
     """
 
-    action: RuleAction = attrs.field(validator=_one_of(_ACTIONS))
-    name: str | None = attrs.field(default=None, validator=_rule_name)
-    method: RuleMethod = attrs.field(
-        default="session/request_permission", validator=_one_of(PERMISSION_METHODS)
-    )
-    session: list[str] | None = attrs.field(default=None, validator=_globs)
+    action: RuleAction
+    name: str | None = None
+    method: RuleMethod = "session/request_permission"
+    session: list[str] | None = None
     child: bool | None = None
-    parent: list[str] | None = attrs.field(default=None, validator=_globs)
-    tool_name: list[str] | None = attrs.field(default=None, validator=_globs)
-    tool_kind: list[str] | None = attrs.field(default=None, validator=_globs)
-    tool_title: list[str] | None = attrs.field(default=None, validator=_globs)
-    raw_input: dict[str, list[str]] | None = attrs.field(default=None, validator=_raw_input)
-    command: list[str] | None = attrs.field(default=None, validator=_globs)
-    cwd: list[str] | None = attrs.field(default=None, validator=_globs)
-    path: list[str] | None = attrs.field(default=None, validator=_globs)
+    parent: list[str] | None = None
+    tool_name: list[str] | None = None
+    tool_kind: list[str] | None = None
+    tool_title: list[str] | None = None
+    raw_input: dict[str, list[str]] | None = None
+    command: list[str] | None = None
+    cwd: list[str] | None = None
+    path: list[str] | None = None
     inside_workspace: bool | None = None
-    option: list[OptionKind] | None = attrs.field(default=None, validator=_option_kinds)
-    ask_timeout_seconds: float | None = attrs.field(default=None, validator=_timeout)
+    option: list[OptionKind] | None = None
+    ask_timeout_seconds: float | None = None
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "action": _one_of(_ACTIONS),
+        "name": _rule_name,
+        "method": _one_of(PERMISSION_METHODS),
+        "session": _globs,
+        "parent": _globs,
+        "tool_name": _globs,
+        "tool_kind": _globs,
+        "tool_title": _globs,
+        "raw_input": _raw_input,
+        "command": _globs,
+        "cwd": _globs,
+        "path": _globs,
+        "option": _option_kinds,
+        "ask_timeout_seconds": _timeout,
+    }
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()  # each field's own check first
         usable = RULE_MATCHERS[self.method]
         given = [f.name for f in attrs.fields(PermissionRule) if f.name in _MATCHER_NAMES]
         given = [name for name in given if getattr(self, name) is not None]
@@ -719,8 +793,8 @@ def _unique_names(_inst: Any, attr: attrs.Attribute[Any], value: list[Permission
         seen[rule.name] = index
 
 
-@attrs.frozen(eq=False, repr=False)
-class PermissionsConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class PermissionsConfig(CheckedRecord):
     """What an agent may ask of the client (issue 19; ``[[permissions.rules]]``).
 
     Attributes:
@@ -730,8 +804,12 @@ class PermissionsConfig(FrozenRecord):
             ``fs/*`` or ``terminal/create`` request.
     """
 
-    rules: list[PermissionRule] = attrs.field(factory=list, validator=_unique_names)
+    rules: list[PermissionRule] = attrs.field(factory=list)
     refuse_code: int = -32600
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "rules": _unique_names,
+    }
 
 
 # --- budgets and the policy mode (issue 28) -------------------------------------
@@ -752,8 +830,8 @@ def _store_url(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
         )
 
 
-@attrs.frozen(eq=False, repr=False)
-class BudgetsConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class BudgetsConfig(CheckedRecord):
     """Runaway control (issue 28; README "Budgets"): limits counted per root session
     (a child's traffic counts toward the session at the top of its tree). ``0`` turns
     a limit off.
@@ -783,21 +861,33 @@ class BudgetsConfig(FrozenRecord):
         store_timeout_s: one store call's connect and reply timeout, seconds.
     """
 
-    prompts_per_window: int = attrs.field(default=0, validator=_non_negative)
-    window_s: float = attrs.field(default=3600.0, validator=_positive)
-    max_tool_calls_per_turn: int = attrs.field(default=0, validator=_non_negative)
-    max_turn_s: float = attrs.field(default=0.0, validator=_non_negative)
-    max_tokens: int = attrs.field(default=0, validator=_non_negative)
-    repeat_limit: int = attrs.field(default=0, validator=_non_negative)
-    store: str = attrs.field(default="", validator=_store_url)
+    prompts_per_window: int = 0
+    window_s: float = 3600.0
+    max_tool_calls_per_turn: int = 0
+    max_turn_s: float = 0.0
+    max_tokens: int = 0
+    repeat_limit: int = 0
+    store: str = ""
     key: str = ""
     key_prefix: str = "acp-proxy:budget:"
-    store_fail: StoreFail = attrs.field(default="closed", validator=_member_of(StoreFail))
-    store_timeout_s: float = attrs.field(default=2.0, validator=_positive)
+    store_fail: StoreFail = "closed"
+    store_timeout_s: float = 2.0
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "prompts_per_window": _non_negative,
+        "window_s": _positive,
+        "max_tool_calls_per_turn": _non_negative,
+        "max_turn_s": _non_negative,
+        "max_tokens": _non_negative,
+        "repeat_limit": _non_negative,
+        "store": _store_url,
+        "store_fail": _member_of(StoreFail),
+        "store_timeout_s": _positive,
+    }
 
 
-@attrs.frozen(eq=False, repr=False)
-class PolicyConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class PolicyConfig(CheckedRecord):
     """How the user's rules apply (issue 28).
 
     Attributes:
@@ -807,7 +897,11 @@ class PolicyConfig(FrozenRecord):
             allowlist, the hold buffer, batches) are never relaxed.
     """
 
-    mode: PolicyMode = attrs.field(default="enforce", validator=_member_of(PolicyMode))
+    mode: PolicyMode = "enforce"
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "mode": _member_of(PolicyMode),
+    }
 
 
 #: ``[sandbox] writable`` default: the state directories of the common agents
@@ -891,8 +985,8 @@ def _engine(_inst: Any, attr: attrs.Attribute[Any], value: str) -> None:
         raise InvalidValue('must name the engine (e.g. "srt")', (attr.name,))
 
 
-@attrs.frozen(eq=False, repr=False)
-class SandboxConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class SandboxConfig(CheckedRecord):
     """The OS sandbox the agent runs in (issue 24; docs/threat-model in the README).
 
     Attributes:
@@ -918,22 +1012,24 @@ class SandboxConfig(FrozenRecord):
     """
 
     enabled: bool = False
-    engine_command: str = attrs.field(default="srt", validator=_engine)
-    workspace: list[str] = attrs.field(factory=list, validator=_sandbox_paths)
-    writable: list[str] = attrs.field(
-        factory=lambda: list(DEFAULT_SANDBOX_WRITABLE), validator=_sandbox_paths
-    )
-    deny_read: list[str] = attrs.field(
-        factory=lambda: list(SANDBOX_DENY_READ), validator=_sandbox_paths
-    )
-    allowed_domains: list[str] = attrs.field(factory=list, validator=_domains)
+    engine_command: str = "srt"
+    workspace: list[str] = attrs.field(factory=list)
+    writable: list[str] = attrs.field(factory=lambda: list(DEFAULT_SANDBOX_WRITABLE))
+    deny_read: list[str] = attrs.field(factory=lambda: list(SANDBOX_DENY_READ))
+    allowed_domains: list[str] = attrs.field(factory=list)
     required: bool = True
-    env_deny: list[str] = attrs.field(
-        factory=lambda: list(DEFAULT_SANDBOX_ENV_DENY), validator=_name_globs
-    )
-    env_allow: list[str] = attrs.field(
-        factory=lambda: list(DEFAULT_SANDBOX_ENV_ALLOW), validator=_name_globs
-    )
+    env_deny: list[str] = attrs.field(factory=lambda: list(DEFAULT_SANDBOX_ENV_DENY))
+    env_allow: list[str] = attrs.field(factory=lambda: list(DEFAULT_SANDBOX_ENV_ALLOW))
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "engine_command": _engine,
+        "workspace": _sandbox_paths,
+        "writable": _sandbox_paths,
+        "deny_read": _sandbox_paths,
+        "allowed_domains": _domains,
+        "env_deny": _name_globs,
+        "env_allow": _name_globs,
+    }
 
 
 # --- admission and elicitation (issue 26) -------------------------------------
@@ -980,8 +1076,8 @@ def _principals(_inst: Any, attr: attrs.Attribute[Any], value: list[str]) -> Non
     _check_globs(value, (attr.name,))
 
 
-@attrs.frozen(eq=False, repr=False)
-class AdmissionRule(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class AdmissionRule(CheckedRecord):
     """One ``[[admission.rules]]`` entry: the defaults refined for some principals.
 
     Attributes:
@@ -992,17 +1088,23 @@ class AdmissionRule(FrozenRecord):
             left out keeps the section's value.
     """
 
-    principal: list[str] = attrs.field(validator=_principals)
-    name: str | None = attrs.field(default=None, validator=_rule_name)
-    mcp_stdio: McpStdio | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_one_of(("refuse", "allow")))
-    )
-    mcp_http_allow: list[str] | None = attrs.field(default=None, validator=_url_globs)
-    roots: list[str] | None = attrs.field(default=None, validator=_roots)
+    principal: list[str]
+    name: str | None = None
+    mcp_stdio: McpStdio | None = None
+    mcp_http_allow: list[str] | None = None
+    roots: list[str] | None = None
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "principal": _principals,
+        "name": _rule_name,
+        "mcp_stdio": _optional(_one_of(("refuse", "allow"))),
+        "mcp_http_allow": _url_globs,
+        "roots": _roots,
+    }
 
 
-@attrs.frozen(eq=False, repr=False)
-class AdmissionConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class AdmissionConfig(CheckedRecord):
     """What a client may open a session with (issue 26; docs/protocol.md section 8).
 
     Applies to ``session/new``, ``session/load``, ``session/resume`` and
@@ -1021,16 +1123,24 @@ class AdmissionConfig(FrozenRecord):
         rules: per-principal refinements, first match wins.
     """
 
-    applies_to: AppliesTo = attrs.field(default="remote", validator=_one_of(("remote", "all")))
-    mcp_stdio: McpStdio = attrs.field(default="refuse", validator=_one_of(("refuse", "allow")))
-    mcp_http_allow: list[str] = attrs.field(factory=list, validator=_url_globs)
-    roots: list[str] = attrs.field(factory=list, validator=_roots)
+    applies_to: AppliesTo = "remote"
+    mcp_stdio: McpStdio = "refuse"
+    mcp_http_allow: list[str] = attrs.field(factory=list)
+    roots: list[str] = attrs.field(factory=list)
     refuse_code: int = -32602
-    rules: list[AdmissionRule] = attrs.field(factory=list, validator=_unique_names)
+    rules: list[AdmissionRule] = attrs.field(factory=list)
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "applies_to": _one_of(("remote", "all")),
+        "mcp_stdio": _one_of(("refuse", "allow")),
+        "mcp_http_allow": _url_globs,
+        "roots": _roots,
+        "rules": _unique_names,
+    }
 
 
-@attrs.frozen(eq=False, repr=False)
-class ElicitationConfig(FrozenRecord):
+@attrs.frozen(eq=False, repr=False, slots=False)
+class ElicitationConfig(CheckedRecord):
     """What an agent may elicit from the user (issue 26; docs/protocol.md section 8).
 
     Attributes:
@@ -1041,13 +1151,16 @@ class ElicitationConfig(FrozenRecord):
             that names or describes a secret; ``"pass"`` (default) forwards it.
     """
 
-    url_hosts: list[str] = attrs.field(factory=lambda: ["*"], validator=_host_globs)
-    secret_fields: SecretFields = attrs.field(
-        default="pass", validator=_one_of(("pass", "decline"))
-    )
+    url_hosts: list[str] = attrs.field(factory=lambda: ["*"])
+    secret_fields: SecretFields = "pass"
+
+    CHECKS: ClassVar[Mapping[str, Check]] = {
+        "url_hosts": _host_globs,
+        "secret_fields": _one_of(("pass", "decline")),
+    }
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)
 class Config(FrozenRecord):
     """The whole configuration (``config/default.toml`` documents every key)."""
 

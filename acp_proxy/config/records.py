@@ -17,13 +17,19 @@ only its ``__init__`` and gets the same three methods from here, read off
 
 They are slower to call than attrs' compiled ones, so they suit records that
 are compared or printed rarely (the configuration, a reload's comparison).
+
+A record made rarely (a configuration section, a gate's decision or refusal, the
+proxy's own files) is also made with ``slots=False``: for ``__slots__`` attrs
+builds each class twice (the class, then a copy with slots), about 0.24 M
+instructions a class more at import. A record made for every message or kept in
+numbers (per session, per child) keeps its slots, for its memory.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FrozenRecord", "Record"]
+__all__ = ["Described", "FrozenRecord", "Record"]
 
 
 def _values(obj: Any) -> tuple[Any, ...]:
@@ -63,3 +69,16 @@ class FrozenRecord(Record):
 
     def __hash__(self) -> int:
         return hash((self.__class__, *_values(self)))
+
+
+class Described:
+    """Base of an attrs class made with ``eq=False, repr=False`` whose instances are
+    compared by identity (a connection's parts): :class:`Record`'s ``repr`` only.
+
+    Its fields must not lead back to the instance (this ``repr``, unlike attrs',
+    does not guard against a cycle).
+    """
+
+    __slots__ = ()
+
+    __repr__ = Record.__repr__

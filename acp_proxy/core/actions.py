@@ -135,7 +135,7 @@ class Report(FrozenRecord):
     kind: str | None = None
 
 
-@attrs.frozen(slots=True, eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class StoreCall(FrozenRecord):
     """Ask the shared budget store (issue 28; docs/design.md "Budgets shared through a
     store"). The shell runs it off the event loop and hands the
@@ -166,7 +166,7 @@ class StoreCall(FrozenRecord):
     commit_over: bool = False
 
 
-@attrs.frozen(slots=True, eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class StoreReply(FrozenRecord):
     """The store's answer to a :class:`StoreCall`.
 

@@ -331,7 +331,8 @@ class DemoAgent:
 
 
 def main() -> int:
-    """Serves stdin/stdout until end of input; returns 0."""
+    """Serves stdin/stdout until end of input; returns 0 (130 on Ctrl-C, without a
+    traceback: the proxy passes SIGINT on to its agent)."""
     path = os.environ.get(LOG_ENV)
     log = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
     if isinstance(sys.stdin, io.TextIOWrapper):
@@ -343,6 +344,8 @@ def main() -> int:
                 agent.handle_line(line)
     except BrokenPipeError:
         pass
+    except KeyboardInterrupt:
+        return 130
     finally:
         if log is not None:
             log.close()

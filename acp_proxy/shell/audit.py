@@ -30,10 +30,12 @@ import json
 import math
 import time
 from collections.abc import Callable, Hashable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from acp_proxy.core.actions import Audit, AuditEvent
-from acp_proxy.shell.audit_chain import ChainedFile
+
+if TYPE_CHECKING:  # imported when a log is made: a default run has none (issue 29: start-up)
+    from acp_proxy.shell.audit_chain import ChainedFile
 
 __all__ = [
     "CONTENT_LIMIT",
@@ -327,6 +329,8 @@ class AuditLog:
         throttle: Throttle | None = None,
         mirrors: list[Mirror] | None = None,
     ) -> None:
+        from acp_proxy.shell.audit_chain import ChainedFile
+
         self._stream = stream
         self._chained = stream if isinstance(stream, ChainedFile) else None
         self._context = context or {}
@@ -358,6 +362,8 @@ class AuditLog:
             UsageError: ``path`` is a symbolic link, FIFO, device or directory.
             OSError: the file cannot be opened.
         """
+        from acp_proxy.shell.audit_chain import ChainedFile
+
         context = context or {}
         chained = ChainedFile(
             path, run or str(context.get("run", "")), key=key, required=required, context=context
@@ -397,8 +403,7 @@ class AuditLog:
         if chained is not None:
             chained.write(text)
             return
-        stream = self._stream
-        assert not isinstance(stream, ChainedFile)
+        stream = cast("IO[str]", self._stream)  # not chained: the plain stream given
         try:
             stream.write(text + "\n")
             self._records_written += 1

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from acp_proxy.config import Config
+from acp_proxy.config.records import Described
 from acp_proxy.core.engine import ProxyCore
 
 if TYPE_CHECKING:  # imported when something observes (issue 29: start-up)
@@ -109,8 +110,8 @@ class Tally:
             }
 
 
-@attrs.define(eq=False)
-class Connection:
+@attrs.define(eq=False, repr=False)
+class Connection(Described):
     """One client-agent connection as the observers see it.
 
     Attributes:

@@ -382,3 +382,14 @@ def test_a_log_file_s_lines_begin_with_the_time(tmp_path: Path) -> None:
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z acp-proxy: INFO: "
     assert all(re.match(stamp, line) for line in lines), lines
     assert re.match(stamp + "agent started: pid", lines[0])
+
+
+def test_a_risky_setting_is_warned_at_start_as_check_config_warns() -> None:
+    """--max-message-bytes 10 is valid but no initialize fits: the run says so (once)."""
+    r = run("--max-message-bytes", "10", "--", PY, "-c", "pass")
+    assert r.returncode == 0
+    warned = [line for line in r.stderr.decode().splitlines() if "risky setting" in line]
+    assert len(warned) == 1, r.stderr
+    assert "limits.max_message_bytes = 10" in warned[0]
+    assert warned[0].startswith("acp-proxy: WARNING: ")
+    assert b"risky setting" not in run("--", PY, "-c", "pass").stderr

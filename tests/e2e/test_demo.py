@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -363,3 +364,24 @@ def test_demo_agent_resume_replays_then_reannounces_on_the_next_prompt() -> None
         ("subagent_update", {"cancel": {}}),
         ("subagent_update", {}),
     ]
+
+
+def test_the_demo_agent_ends_quietly_on_ctrl_c() -> None:
+    """SIGINT (the proxy passes Ctrl-C on to its agent): exit 130, no traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acp_proxy.demo.agent"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    proc.stdin.write(
+        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}\n'
+    )
+    proc.stdin.flush()
+    assert b'"result"' in proc.stdout.readline()  # serving: the loop waits for stdin
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert b"Traceback" not in err

@@ -88,11 +88,10 @@ OTHER_MODES = (
 
 #: the attrs classes a stdio run makes with attrs' own compiled ``==`` and ``repr``
 #: (about 2 M instructions a class more than a :mod:`~acp_proxy.config.records`
-#: record): parts compared by identity, and the framing, pass-through and registry
-#: records of the hot path (left as they are)
+#: record): the framing, pass-through and registry records of the hot path (left
+#: as they are); the parts compared by identity (``EngineContext``,
+#: ``observe.Connection``) share Record's ``repr`` (``Described``)
 COMPILED_ON_THE_STDIO_PATH = {
-    "acp_proxy.core.engine.context.EngineContext",
-    "acp_proxy.shell.observe.Connection",
     "acp_proxy.core.session.registry.Child",
     "acp_proxy.core.wire.framing.Lines",
     "acp_proxy.core.wire.framing.Oversize",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from acp_proxy.config import Config, LimitsConfig
+from acp_proxy.config.records import Described
 from acp_proxy.core.engine.counters import Counters
 from acp_proxy.core.engine.inflight import InFlight
 from acp_proxy.core.engine.ledger import Ledger
@@ -47,8 +48,8 @@ class Configurable(Protocol):
         """Takes the policy sections of ``config`` (at construction and on a reload)."""
 
 
-@attrs.define(eq=False)
-class EngineContext:
+@attrs.define(eq=False, repr=False)
+class EngineContext(Described):
     """The state and parts one connection's engine shares (one per :class:`ProxyCore`).
 
     Built by :meth:`open`; the parts never replace a member, only the

@@ -42,7 +42,6 @@ import attrs
 
 from acp_proxy.config import AdmissionConfig
 from acp_proxy.config.records import FrozenRecord
-from acp_proxy.core.session.hosts import parse_url, url_matches
 
 __all__ = [
     "ADMITTED_METHODS",
@@ -99,7 +98,7 @@ def outside_roots(path: Any, roots: Sequence[str], resolve: Resolve) -> str | No
     return f"resolves to {real[:200]!r}, outside admission roots"
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class Decision(FrozenRecord):
     """A refusal of one request.
 
@@ -127,7 +126,7 @@ class Decision(FrozenRecord):
         return {"rule": self.rule, "field": self.field, "method": method, "reason": self.reason}
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class _Effective(FrozenRecord):
     stdio: bool
     http: tuple[str, ...]
@@ -242,6 +241,8 @@ class AdmissionPolicy:
                     "admission.mcp_servers", "has an MCP transport the proxy cannot judge", field
                 )
             rule = eff.origin["mcp_http_allow"] + ".mcp_http_allow"
+            from acp_proxy.core.session.hosts import parse_url, url_matches  # issue 29: start-up
+
             parsed = parse_url(entry.get("url"))
             if isinstance(parsed, str):
                 return Decision(rule, f"is refused: {parsed}", field)

@@ -9,7 +9,6 @@ roots beyond ``max_roots`` forget the oldest, repeat keys are digests.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -135,7 +134,9 @@ def repeat_key(call: dict[str, Any]) -> str:
         text = _canonical(ident)
     except (TypeError, ValueError):  # not JSON (cannot happen for decoded JSON)
         text = repr(ident)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    from hashlib import sha256  # on first use: no start-up cost (issue 29)
+
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class RepeatCounter:

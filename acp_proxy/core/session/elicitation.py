@@ -29,7 +29,6 @@ import attrs
 
 from acp_proxy.config import ElicitationConfig
 from acp_proxy.config.records import FrozenRecord
-from acp_proxy.core.session.hosts import host_matches, parse_url
 from acp_proxy.core.wire.jsonrpc import dumps
 
 __all__ = ["SECRET_PATTERNS", "ElicitationRules", "Verdict", "decline_frame", "names_secret"]
@@ -68,7 +67,7 @@ def names_secret(text: object) -> bool:
     return type(text) is str and re.search(_SECRET, _words(text)) is not None
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class Verdict(FrozenRecord):
     """Why the proxy declines one elicitation.
 
@@ -149,6 +148,8 @@ class ElicitationRules:
     def _url(self, url: Any) -> Verdict | None:
         if self.any_host:
             return None
+        from acp_proxy.core.session.hosts import host_matches, parse_url  # issue 29: start-up
+
         parsed = parse_url(url)
         if isinstance(parsed, str):
             return Verdict("elicitation.url_hosts", parsed, "url")

@@ -211,7 +211,7 @@ def workspace_from_params(params: Mapping[str, Any] | None) -> Workspace:
     )
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class SessionContext(FrozenRecord):
     """Who is asking: the session a request names and what the proxy knows of it.
 
@@ -265,7 +265,7 @@ def session_context(
     return SessionContext(session_id, True, child.parent_id, workspace)
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class Decision(FrozenRecord):
     """What the proxy does with one governed agent request.
 
@@ -639,7 +639,7 @@ def _own_file(shapes: list[_Facts], own: OwnFiles) -> str | None:
 # --- facts and matching --------------------------------------------------------
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class _Facts(FrozenRecord):
     """What the matchers read from one request shape (``None``: the request lacks it)."""
 

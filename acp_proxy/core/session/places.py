@@ -30,7 +30,7 @@ from acp_proxy.config.records import FrozenRecord
 __all__ = ["OwnFiles", "own_file_hit"]
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class OwnFiles(FrozenRecord):
     """The proxy's own files, out of reach of the requests it governs.
 

@@ -29,7 +29,7 @@ __all__ = ["Rejection", "check_mutation"]
 _NOT_A_MUTATION = frozenset({"$/cancel_request"})
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class Rejection(FrozenRecord):
     """Why a client message naming a child is refused.
 

@@ -89,7 +89,7 @@ def read_args(args: object) -> tuple[list[str] | None, str | None]:
     return kept, None
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
 class ToolPaths(FrozenRecord):
     """The paths a tool call names (``locations`` and ``diff`` content).
 

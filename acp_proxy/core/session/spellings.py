@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import posixpath
-import shlex
 from collections.abc import Callable, Sequence
 
 __all__ = ["command_variants"]
@@ -41,6 +40,8 @@ def command_variants(line: str) -> tuple[str, ...]:
 def _line_variants(line: str, depth: int) -> list[str]:
     out = [line, " ".join(line.split())]
     if depth < _MAX_DEPTH:
+        import shlex  # on first use: a default run splits no command (issue 29: start-up)
+
         try:
             argv = shlex.split(line)
         except ValueError:
