@@ -339,21 +339,22 @@ class ProxyCore(EnginePart):
         sids: list[str] | None = None
         static: list[bool] | None = None
         check: Callable[[Any, Collection[str], dict[str, str | None]], bool] = envelope_uninspected
-        lines: list[bytes] | None = None  # each line's bytes, when the decoder gave them
         items: list[Any] | None = chunk_run(data, self._max_depth)
         if items is not None:
             static = chunk_static(items, needs)
             sids = run_sessions(items)
+            if static is None and known.issuperset(sids):
+                return self._forward_fast(data, len(items))
+            lines: list[bytes] | None = None  # each line's bytes, when the decoder gave them
         elif (found := envelope_lines(data, self._max_depth)) is not None:
             items, lines = found
         else:
             items = plain_run(data, self._max_depth)
             check = uninspected
+            lines = None
             if items is None:
                 return None
         count = len(items)
-        if sids is not None and static is None and known.issuperset(sids):
-            return self._forward_fast(data, count)
         out: list[Action] = []
         # Line j of the run is item j: the decoders proved every line one item,
         # with no newline inside one (the run re-encodes to its bytes). An
