@@ -7,7 +7,7 @@ for it. So, once the core is built, the first messages (``initialize`` and
 its answer, typically) are relayed here by a small synchronous loop while a
 thread imports the relay's modules (:func:`open_stdio`). When that import is
 done, or at anything the loop leaves to the relay (the end of either stream,
-a read or write error), the loop stops and hands over what it holds
+a read or write error, :data:`OPENING_BYTES` read), the loop stops and hands over what it holds
 (:class:`Opening`): the core, both framers with any partial line, the bytes
 not yet written each way. The relay goes on from there
 (:func:`~acp_proxy.shell.topology.stdio.run_stdio_process`).
@@ -63,6 +63,13 @@ IMPORT_AFTER_SECONDS = 0.25
 #: the interpreter's thread switch interval while the import runs beside the loop,
 #: seconds: a frame that arrives waits at most about this long for the loop
 SWITCH_SECONDS = 0.0005
+
+#: bytes read from the two peers after which the opening hands over: a peer whose
+#: output never pauses would keep the loop from finding nothing to read (the import
+#: would never start) or, once the import runs, starve it of the interpreter (each of
+#: its file reads waits a switch interval); the relay, and the signals held until it
+#: runs, would wait for that stream's end. The first messages are far smaller.
+OPENING_BYTES = 1024 * 1024
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -164,8 +171,11 @@ def relay_opening(
     clock: Callable[[], float] = time.perf_counter,
 ) -> None:
     """Relays between the peers through ``opening.core`` until ``load`` has run in a
-    thread, a stream ends, or a read or write fails; what is left is in ``opening`` for
-    the relay.
+    thread, a stream ends, a read or write fails, or :data:`OPENING_BYTES` have been
+    read (then the import, if not begun, runs in this thread and the relay reads the
+    rest); what is left is in ``opening`` for the relay. The descriptors are given
+    back in the blocking mode they had (fds 0 and 1 share their open file with the
+    proxy's parent; the relay's streams restore the mode they find when they close).
 
     The thread starts once nothing is left to read at once and the agent has
     written (its boot is over), or :data:`IMPORT_AFTER_SECONDS` after the start.
@@ -179,12 +189,20 @@ def relay_opening(
     Raises:
         Exception: what ``load`` raised (re-raised once the loop has stopped).
     """
-    for read_fd, write_fd in fds.values():
-        os.set_blocking(read_fd, False)
-        os.set_blocking(write_fd, False)
-        widen_pipe(read_fd)  # as the relay's transports do
-        widen_pipe(write_fd)
-    loop = _Loop(opening, fds, clock)
+    found = {fd: os.get_blocking(fd) for pair in fds.values() for fd in pair}
+    for fd in found:
+        os.set_blocking(fd, False)
+        widen_pipe(fd)  # as the relay's transports do
+    try:
+        _relay_until_loaded(_Loop(opening, fds, clock), load)
+    finally:
+        for fd, blocking in found.items():
+            os.set_blocking(fd, blocking)
+
+
+def _relay_until_loaded(loop: _Loop, load: Callable[[], object]) -> None:
+    """:func:`relay_opening`'s loop and import thread, on descriptors already set up."""
+    opening = loop.opening
     done_r, done_w = os.pipe()
     failure: list[BaseException] = []
 
@@ -291,10 +309,11 @@ class _Loop:
             o.ended[peer] = True
             return False
         o.read[peer] += len(data)
+        go_on = o.read[Peer.CLIENT] + o.read[Peer.AGENT] < OPENING_BYTES
         items = o.framers[peer].feed_runs(data)
         if not items:
-            return True
-        return self._route(o.core.receive(peer, items, self.clock()))
+            return go_on
+        return self._route(o.core.receive(peer, items, self.clock())) and go_on
 
     def _route(self, actions: list[Action]) -> bool:
         go_on = True
@@ -327,15 +346,17 @@ def write_queued(fd: int, queue: list[bytes]) -> bool:
             return True
         except OSError:
             return False
-        while n and queue:
-            size = len(queue[0]) + 1
+        out = 0  # frames written whole: taken off at once (one pop each is quadratic)
+        while n and out < len(queue):
+            size = len(queue[out]) + 1
             if n >= size:
                 n -= size
-                queue.pop(0)
-            elif n == len(queue[0]):  # the frame is out, its newline is not
-                queue[0] = b""
+                out += 1
+            elif n == len(queue[out]):  # the frame is out, its newline is not
+                queue[out] = b""
                 n = 0
             else:
-                queue[0] = queue[0][n:]
+                queue[out] = queue[out][n:]
                 n = 0
+        del queue[:out]
     return True

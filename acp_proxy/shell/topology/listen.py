@@ -81,6 +81,12 @@ from acp_proxy.shell.transport.ws_bytes import ByteCountingServer
 
 __all__ = ["run_listen"]
 
+
+#: bytes asked of one read of a connection's agent: what is read stays queued until the
+#: client takes it, so 256 KiB reads (the stdio form's) held about 470 KiB per busy
+#: connection, 64.7 MiB for 50 (issue 29's bound: < 64 MiB); 64 KiB, as before them
+LISTEN_READ_BYTES = 64 * 1024
+
 log = logging.getLogger("acp_proxy")
 
 #: at most one warning per this many seconds about connections closed at the bound
@@ -549,6 +555,7 @@ class _Listener:
         cfg = self.cfg
         try:
             agent = await AgentProcess.start(self.agent_cmd, cfg.limits.max_message_bytes)
+            agent.transport.read_size = LISTEN_READ_BYTES
         except OSError as exc:
             log.error("connection %d: cannot start agent %r: %s", conn, self.agent_cmd[0], exc)
             with contextlib.suppress(ConnectionClosed):

@@ -79,6 +79,9 @@ class NdjsonTransport(FrameTransport):
         self._eof = False
         self._ended = False  # the stream's end was read elsewhere (resume)
         self.name = name
+        #: bytes asked of one read: :data:`READ_SIZE`, fewer where many connections
+        #: share the process (``--listen``: each read's bytes stay queued until written)
+        self.read_size = READ_SIZE
 
     def resume(self, framer: LineFramer, ended: bool) -> None:
         """Goes on from bytes read before the relay (:mod:`~acp_proxy.shell.opening`):
@@ -95,7 +98,7 @@ class NdjsonTransport(FrameTransport):
             return list(self._framer.close()) or None
         while True:
             try:
-                data = await self._rx.receive_some(READ_SIZE)
+                data = await self._rx.receive_some(self.read_size)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise Closed(f"{self.name}: read failed: {exc!r}") from exc
             if not data:
