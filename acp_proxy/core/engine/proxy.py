@@ -55,7 +55,7 @@ from acp_proxy.core.wire.passthrough import (
     run_sessions,
     uninspected,
 )
-from acp_proxy.core.wire.runs import chunk_run, envelope_run, plain_run
+from acp_proxy.core.wire.runs import chunk_run, envelope_lines, plain_run
 from acp_proxy.core.wire.verdict import Verdict
 
 __all__ = ["CoreStatistics", "ProxyCore"]
@@ -343,34 +343,59 @@ class ProxyCore(EnginePart):
         if items is not None:
             static = chunk_static(items, needs)
             sids = run_sessions(items)
-        elif (items := envelope_run(data, self._max_depth)) is None:
+            if static is None and known.issuperset(sids):
+                return self._forward_fast(data, len(items))
+            lines: list[bytes] | None = None  # each line's bytes, when the decoder gave them
+        elif (found := envelope_lines(data, self._max_depth)) is not None:
+            items, lines = found
+        else:
             items = plain_run(data, self._max_depth)
             check = uninspected
+            lines = None
             if items is None:
                 return None
         count = len(items)
-        if sids is not None and static is None and known.issuperset(sids):
-            return self._forward_fast(data, count)
         out: list[Action] = []
-        frames: list[bytes] = []
-        start = 0  # first frame of the current stretch of plain notifications
+        # Line j of the run is item j: the decoders proved every line one item,
+        # with no newline inside one (the run re-encodes to its bytes). An
+        # envelope run gives each line's bytes (its envelope re-encoded); else
+        # line j starts after the j-th newline, found as the inspected lines
+        # come (issue 29: the run is never split whole).
+        start = 0  # first line of the current stretch of plain notifications
+        seg = 0  # its byte offset
+        at = 0  # a line whose byte offset is known: pos
+        pos = 0
+        find = data.find
         for j, item in enumerate(items):
             if sids is None:
                 if check(item, known, needs):
                     continue
             elif (static is None or static[j]) and sids[j] in known:
                 continue
-            if not frames:
-                frames = data.split(b"\n")  # one line per item
-            if start < j:
-                out.extend(self._forward_fast(b"\n".join(frames[start:j]), j - start))
+            if lines is not None:
+                line = lines[j]
+                if start < j:
+                    out.extend(self._forward_fast(b"\n".join(lines[start:j]), j - start))
+            else:
+                while at < j:
+                    pos = find(b"\n", pos) + 1
+                    at += 1
+                end = find(b"\n", pos)
+                if end < 0:
+                    end = len(data)
+                if start < j:
+                    out.extend(self._forward_fast(data[seg : pos - 1], j - start))
+                line = data[pos:end]
+                at = j + 1
+                seg = pos = end + 1
             # a repeated line: its first parse; not the fast path (the run's check said so)
-            out.extend(self._inspect(self._inspected(frames[j]), now))
+            out.extend(self._inspect(self._inspected(line), now))
             start = j + 1
-        if not frames:
+        if start == 0:
             return self._forward_fast(data, count)
         if start < count:
-            out.extend(self._forward_fast(b"\n".join(frames[start:]), count - start))
+            rest = data[seg:] if lines is None else b"\n".join(lines[start:])
+            out.extend(self._forward_fast(rest, count - start))
         return out
 
     def _message(self, source: Peer, m: Message, now: float) -> list[Action]:

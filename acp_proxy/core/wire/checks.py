@@ -21,7 +21,7 @@ from acp_proxy.core.wire import reasons
 from acp_proxy.core.wire.passthrough import UPDATE_RULES
 from acp_proxy.core.wire.verdict import Facts, Kind, Shape, Verdict
 
-__all__ = ["CHECKS", "Check", "Limits", "judge"]
+__all__ = ["CHECKS", "Check", "Limits", "judge", "session_id_fault"]
 
 
 class Limits(NamedTuple):
@@ -73,22 +73,28 @@ def _batch(f: Facts, s: Shape, lim: Limits) -> str | None:
 
 def _bad_session_id(f: Facts, s: Shape, lim: Limits) -> str | None:
     """``params.sessionId`` present but not a string, or a session id the engine may key
-    state on longer than ``limits.max_session_id_bytes``: ``params.sessionId``, and in
-    a ``session/update`` the members and reference lists
-    :data:`~acp_proxy.core.wire.passthrough.UPDATE_RULES` names for its kind (the
-    same table the fast path reads, so a message the fast path forwards is never
-    refused here). Runs on every frame parsed: no list is built (issue 29)."""
+    state on longer than ``limits.max_session_id_bytes`` (:func:`session_id_fault`)."""
     params = s.params
     if params is None:
         return None
+    return session_id_fault(params, s.method, lim.max_session_id_bytes)
+
+
+def session_id_fault(params: dict[str, Any], method: str | None, limit: int) -> str | None:
+    """Why the ``params`` of ``method`` fail the ``BAD_SESSION_ID`` row, else ``None``:
+    ``params.sessionId`` present but not a string, or a session id the engine may key
+    state on longer than ``limit`` bytes: ``params.sessionId``, and in a
+    ``session/update`` the members and reference lists
+    :data:`~acp_proxy.core.wire.passthrough.UPDATE_RULES` names for its kind (the
+    same table the fast path reads, so a message the fast path forwards is never
+    refused here). Runs on every frame parsed: no list is built (issue 29)."""
     named = params.get("sessionId", "")
-    limit = lim.max_session_id_bytes
     if type(named) is not str:
         return reasons.session_id_reason(named, limit)
     if _long_id(named, limit):
         return reasons.session_id_reason(named, limit)
     upd = params.get("update")
-    if type(upd) is not dict or s.method != "session/update":
+    if type(upd) is not dict or method != "session/update":
         return None
     su = upd.get("sessionUpdate")
     rule = UPDATE_RULES.get(su) if type(su) is str else None

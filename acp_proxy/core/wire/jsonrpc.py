@@ -28,14 +28,14 @@ from typing import Any
 
 import msgspec
 
-from acp_proxy.core.wire.checks import Limits, judge
+from acp_proxy.core.wire.checks import Limits, judge, session_id_fault
 from acp_proxy.core.wire.decode import ID_MEMBERS, decode, fast_dumps, fast_loads
-from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS, exact_body
+from acp_proxy.core.wire.guard import SNAKE_PARAMS_KEY, SNAKE_UPDATE_KEYS, exact_body, misread
 from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than
 from acp_proxy.core.wire.reasons import too_deep_reason
 from acp_proxy.core.wire.shape import SAFE_INT, classify
 from acp_proxy.core.wire.utf8 import strict_utf8
-from acp_proxy.core.wire.verdict import Kind, Shape, Verdict
+from acp_proxy.core.wire.verdict import Facts, Kind, Shape, Verdict
 from acp_proxy.core.wire.views import ID_KEY, VIEW_KEY
 
 __all__ = [
@@ -200,6 +200,9 @@ _BATCH_VERDICT = Verdict.BATCH
 _OK = Verdict.OK
 _BATCH = Kind.BATCH
 _INVALID = Kind.INVALID
+_NOTIFICATION = Kind.NOTIFICATION
+_REQUEST = Kind.REQUEST
+_MISSING: Any = object()
 _LIMITS: dict[tuple[int, int, int, int], Limits] = {}
 _UNREAD = Shape(_INVALID)
 #: Default ``limits.max_session_id_bytes``.
@@ -260,6 +263,59 @@ def parse(
         on its own bytes. This never raises.
     """
     facts = decode(raw, dense_bytes, min_bytes_per_value, max_depth)
+    body = facts.body
+    if type(body) is dict and not facts.faulty and facts.elements is None:
+        m = _plain_call(raw, body, max_session_id_bytes)
+        if m is not None:
+            return m
+    return _judged(raw, facts, dense_bytes, min_bytes_per_value, max_depth, max_session_id_bytes)
+
+
+def _plain_call(raw: bytes, body: dict[str, Any], max_session_id_bytes: int) -> Message | None:
+    """The message :func:`_judged` builds for a request or notification that nothing is
+    wrong with (the decoders found nothing; ``jsonrpc`` ``"2.0"``, a string
+    ``method``, no ``result`` / ``error``, ``params`` an object or absent, an id
+    the proxy tracks or none, no row of the check table fails), in one function
+    and no :class:`~acp_proxy.core.wire.verdict.Shape`; ``None`` for any other
+    frame, which :func:`_judged` classifies and judges (issue 29: an inspected
+    line of the agent's run is one of these). Its tests are
+    :func:`~acp_proxy.core.wire.shape.classify`'s for these shapes and the one
+    row of the table that can fail for them (``BAD_SESSION_ID``); a property test
+    compares the two."""
+    if body.get("jsonrpc") != "2.0" or "result" in body or "error" in body:
+        return None
+    method = body.get("method")
+    if type(method) is not str:
+        return None
+    params = body.get("params")
+    if params is not None and type(params) is not dict:
+        return None
+    rid = body.get("id", _MISSING)
+    if rid is _MISSING:
+        kind = _NOTIFICATION
+        rid = None
+    else:
+        t = type(rid)
+        if not (t is str or (t is int and -SAFE_INT < rid < SAFE_INT)):
+            return None
+        kind = _REQUEST
+    if params is not None:
+        if method[:1] != "_" and misread(method, params) is not None:
+            return None
+        if session_id_fault(params, method, max_session_id_bytes) is not None:
+            return None
+    return Message(raw, kind, body, rid, method, params)
+
+
+def _judged(
+    raw: bytes,
+    facts: Facts,
+    dense_bytes: int,
+    min_bytes_per_value: int,
+    max_depth: int,
+    max_session_id_bytes: int,
+) -> Message:
+    """:func:`parse` from the decoders' facts: classify, then the check table."""
     body = facts.body
     # a frame the decoders could not read has no shape: only their rows can fail
     shape = classify(body, facts.elements) if body is not None or not facts.faulty else _UNREAD

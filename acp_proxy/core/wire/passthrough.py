@@ -163,8 +163,24 @@ def envelope_uninspected(
     su = upd.get("sessionUpdate")
     if su is None:
         return True
-    need = needs.get(update_kind(su) or "", _NEVER)
+    # the kind of a spelling met before, by its length, then its bytes (Raw ==
+    # compares bytes): no copy, no hash of a new bytes object (issue 29)
+    size = len(su)
+    seen = _KIND_BY_SIZE.get(size)
+    if seen is not None and seen[0] == su:
+        kind = seen[1]
+    else:
+        kind = update_kind(su)
+        if size <= _MAX_KIND_BYTES:  # at most one spelling per size: bounded
+            _KIND_BY_SIZE[size] = (msgspec.Raw(bytes(su)), kind)
+    need = needs.get(kind or "", _NEVER)
     return need is _NEVER or (need is not None and need not in upd)
+
+
+#: raw ``sessionUpdate`` size -> the last spelling of that size met and its kind
+#: (:func:`update_kind`): at most 64 spellings of at most 64 bytes, each its own copy.
+_KIND_BY_SIZE: dict[int, tuple[msgspec.Raw, str | None]] = {}
+_MAX_KIND_BYTES = 64
 
 
 class _AnySession(Collection[str]):

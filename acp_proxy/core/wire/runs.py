@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal, get_args
 
@@ -44,6 +45,7 @@ __all__ = [
     "Envelope",
     "EnvelopeParams",
     "chunk_run",
+    "envelope_lines",
     "envelope_run",
     "plain_run",
     "update_kind",
@@ -118,30 +120,59 @@ def envelope_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[Envelo
     Returns:
         One :class:`Envelope` per line, in order, or ``None``.
     """
+    found = envelope_lines(data, max_depth)
+    return None if found is None else found[0]
+
+
+def envelope_lines(
+    data: bytes, max_depth: int = MAX_NESTING_DEPTH
+) -> tuple[list[Envelope], list[bytes]] | None:
+    """:func:`envelope_run`, with each line's bytes: ``(envelopes, lines)``, or ``None``.
+
+    Each envelope is re-encoded alone, and the run is accepted when the
+    encodings joined by newlines are ``data``: so ``lines[j]`` is line ``j``
+    of ``data``, byte for byte (issue 29: the caller slices no line out of
+    the run, and finds no newline).
+    """
     if not _utf8(data):
         return None
     try:
         envelopes: list[Envelope] = _decode_envelopes(data)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None
-    if not _same_bytes(_encode_lines(envelopes), data):
+    lines = list(map(_encode_one, envelopes))
+    if not lines or b"\n".join(lines) != data:
         return None
     # Raw values are skipped without converting numbers or measuring nesting:
     # one long enough to hold an integer past Python's digit limit, or to nest
     # deeper than a member may (it sits three levels down), must pass the full
     # decoder, as it would on the frame-by-frame path (which refuses both).
     inner, long_value = _member_bounds(max_depth)
-    for env in envelopes:
-        params = env.params
-        meta = params.meta
-        if type(meta) is dict:
-            for value in meta.values():
+    if max(map(len, lines)) <= long_value + _MIN_ENVELOPE_BYTES:
+        return envelopes, lines  # no line long enough to hold a value that long
+    # the longest update value in one C pass; the Python loop only past the bound
+    values = chain.from_iterable(map(dict.values, map(_update, envelopes)))
+    if max(map(len, values), default=0) > long_value:
+        for env in envelopes:
+            for value in env.params.update.values():
                 if len(value) > long_value and not _fits(value, inner):
                     return None
-        for value in params.update.values():
+    for meta in filter(None, map(_meta, envelopes)):  # a non-empty dict (UNSET, None: falsy)
+        for value in meta.values():
             if len(value) > long_value and not _fits(value, inner):
                 return None
-    return envelopes
+    return envelopes, lines
+
+
+#: The shortest line of an envelope run holding one member in its update, less the
+#: member's value: every value of a line is at most the line's length less this
+#: (a ``_meta`` member sits in a longer frame).
+_MIN_ENVELOPE_BYTES = len(b'{"jsonrpc":"","method":"","params":{"sessionId":"","update":{"":}}}')
+_encode_one = _ENCODER.encode
+
+
+_update = attrgetter("params.update")
+_meta = attrgetter("params.meta")
 
 
 def _member_bounds(max_depth: int) -> tuple[int, int]:

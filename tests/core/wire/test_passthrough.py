@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acp_proxy.core.wire.passthrough import (
     REFERENCE_LISTS,
@@ -58,3 +61,28 @@ def test_a_kind_not_in_the_table_passes_for_a_known_session_only(kind: str) -> N
     update = {"sessionUpdate": kind, "content": {"type": "text", "text": "hi"}}
     assert both(note(update)) == (True, True)
     assert both(note(update, sid="unknown")) == (False, False)
+
+
+_SPELLINGS = [
+    b'"subagent_update"', b'"session_message"', b'"state_update"', b'"state\\u005fupdate"',
+    b'"stateXupdate"', b'"tool_call"', b'"tool\\u005fcall"', b'"tool_cal\\u006c"',
+    b'"agent_message_chunk"', b'"usage_update"', b"17", b"null", b'"x"', b'"y"',
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_SPELLINGS), min_size=1, max_size=12), st.booleans())
+def test_the_kind_remembered_by_size_is_the_kind_of_the_bytes_read(
+    kinds: list[bytes], with_content: bool
+) -> None:
+    """Spellings of one size in any order (``subagent_update`` and ``session_message``,
+    escapes of a kind and of another word): the envelope predicate, which remembers the
+    last spelling of each size, agrees with the body predicate on ``json.loads``."""
+    member = b',"content":[]' if with_content else b""
+    for kind in kinds:
+        line = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S",'
+            b'"update":{"sessionUpdate":' + kind + member + b"}}}"
+        )
+        envs = envelope_run(line)
+        assert envs is not None
+        assert envelope_uninspected(envs[0], KNOWN) == uninspected(json.loads(line), KNOWN)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_proxy.core.wire import runs
@@ -122,3 +122,71 @@ def test_plain_run_decodes_canonical_lines_in_order(values: list[dict[str, Any]]
         assert got == values
     else:
         assert got is None or got == values
+
+
+_MEMBER = st.sampled_from(
+    ['"x"', "[]", "[[1]]", "[[[[[[[1]]]]]]]", '{"a":{"b":{"c":{"d":{"e":{"f":1}}}}}}',
+     "1" * 12, '"' + "y" * 20 + '"', "[" + "2" * 30 + "]"]
+)  # fmt: skip
+
+
+def _fits_all(values: list[bytes], max_depth: int) -> bool:
+    """Every value too long to skip decodes, nested at most three levels less deep."""
+    inner, long_value = runs._member_bounds(max_depth)
+    for value in values:
+        if len(value) <= long_value:
+            continue
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return False
+        if runs.nested_deeper_than(decoded, inner):
+            return False
+    return True
+
+
+@settings(max_examples=300)
+@given(
+    lines=st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.sampled_from(["content", "a", "b"]), _MEMBER), max_size=3),
+            st.one_of(st.none(), st.lists(_MEMBER, max_size=2)),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    max_depth=st.sampled_from([8, 10, 512]),
+)
+def test_envelope_run_refuses_exactly_the_runs_with_a_member_too_long_to_trust(
+    lines: list[tuple[list[tuple[str, str]], list[str] | None]], max_depth: int
+) -> None:
+    """A run is refused when a member of an update or of ``_meta``, longer than a value
+    that is surely within the limits, nests too deep for its level (issue 29: the
+    longest member found in one C pass; each line checked as before)."""
+    raws, values = [], []
+    for members, meta in lines:
+        upd = ",".join(f'"{k}{i}":{v}' for i, (k, v) in enumerate(members))
+        params = '"sessionId":"S","update":{' + upd + "}"
+        if meta is not None:
+            params += ',"_meta":{' + ",".join(f'"m{i}":{v}' for i, v in enumerate(meta)) + "}"
+        raws.append('{"jsonrpc":"2.0","method":"session/update","params":{' + params + "}}")
+        values += [v.encode() for _, v in members] + [v.encode() for v in meta or []]
+    got = envelope_run("\n".join(raws).encode(), max_depth)
+    assert (got is not None) == _fits_all(values, max_depth)
+
+
+@pytest.mark.parametrize("max_depth", [8, 9, 512])
+def test_a_line_just_long_enough_to_hold_a_too_deep_member_is_checked(max_depth: int) -> None:
+    """The shortest line that can hold a member too long to skip (empty strings, an
+    empty key) still has it checked, in ``update`` and in ``_meta``: the bound on the
+    line's length (``runs._MIN_ENVELOPE_BYTES``) is exact."""
+    inner, long_value = runs._member_bounds(max_depth)
+    deep = b"[" * (inner + 1) + b"]" * (inner + 1)  # nests one level too deep
+    assert len(deep) == long_value + 1
+    fine = b'"' + b"x" * (len(deep) - 2) + b'"'
+    for value, ok in ((deep, False), (fine, True)):
+        line = b'{"jsonrpc":"","method":"","params":{"sessionId":"","update":{"":%s}}}' % value
+        assert len(line) == long_value + 1 + runs._MIN_ENVELOPE_BYTES
+        assert (envelope_run(line, max_depth) is not None) is ok
+        meta = b'{"jsonrpc":"","method":"","params":{"sessionId":"","update":{},"_meta":{"":%s}}}'
+        assert (envelope_run(meta % value, max_depth) is not None) is ok
