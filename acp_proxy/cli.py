@@ -425,7 +425,7 @@ def _main(argv: list[str]) -> int:
     from acp_proxy.shell.observe import install
 
     hub = None
-    if cfg.trace.path or cfg.telemetry.enabled or cfg.telemetry.metrics:  # else none observes
+    if _observed(cfg):  # else nothing observes: no hub, and no trio imported for one
         from acp_proxy.shell.watch import open_hub
 
         hub = open_hub(cfg, run_id)
@@ -553,8 +553,13 @@ def _starts_late(cfg: Config) -> bool:
     """True when something opened after the agent's early start may still refuse the
     command line (exit 2): a trace file, the OpenTelemetry bridge, the ``--metrics``
     server or a ``[budgets] store``; the agent then starts when the relay does."""
+    return _observed(cfg) or bool(cfg.budgets.store)
+
+
+def _observed(cfg: Config) -> bool:
+    """True when something observes the traffic: a trace, OpenTelemetry, ``--metrics``."""
     telemetry = cfg.telemetry
-    return bool(cfg.trace.path or telemetry.enabled or telemetry.metrics or cfg.budgets.store)
+    return bool(cfg.trace.path or telemetry.enabled or telemetry.metrics)
 
 
 def _start_early(mode: str, cfg: Config | None, agent_cmd: list[str]) -> EarlyStart | None:

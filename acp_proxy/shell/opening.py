@@ -128,15 +128,15 @@ def open_stdio(config: Config, early: EarlyStart, load: Callable[[], object]) ->
 
     Returns:
         The :class:`Opening` to hand to the relay; ``None`` (``load`` called in
-        this thread, nothing read) when the agent did not start or when the
-        proxy's stdin or stdout is not a descriptor of its own (0 or 1 closed
-        at start, so one of the agent's pipes took its number).
+        this thread, nothing read) when the agent did not start. fds 0 and 1
+        are the proxy's own: the command line refuses to start with either
+        closed (``cli._require_stdio``), so no agent pipe took their numbers.
 
     Raises:
         Exception: what ``load`` raised.
     """
     popen = early.popen
-    if popen is None or not _own_stdio(popen):
+    if popen is None:
         load()
         return None
     assert popen.stdin is not None
@@ -152,16 +152,6 @@ def open_stdio(config: Config, early: EarlyStart, load: Callable[[], object]) ->
         opening.read[Peer.AGENT],
     )
     return opening
-
-
-def _own_stdio(popen: object) -> bool:
-    pipes = {getattr(popen, name).fileno() for name in ("stdin", "stdout", "stderr")}
-    try:
-        os.fstat(0)
-        os.fstat(1)
-    except OSError:
-        return False
-    return not pipes & {0, 1}
 
 
 def relay_opening(
