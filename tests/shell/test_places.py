@@ -200,3 +200,35 @@ def test_the_proxy_s_own_files_are_refused_without_any_rule(
 def test_no_own_files_no_change() -> None:
     """Without own files, nothing is refused on their account."""
     assert own_file_hit(["/etc/passwd"], ["cat x"], OwnFiles()) is None
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("fs/write_text_file", {"path": "audit.jsonl", "content": "x"}),
+        ("fs/read_text_file", {"path": "file:///{ws}/audit.jsonl"}),
+        ("fs/write_text_file", {"path": "./audit.jsonl", "content": "x"}),
+        ("terminal/create", {"command": "ls", "cwd": "."}),
+    ],
+)
+def test_a_relative_place_is_refused_while_own_files_are_protected(
+    tmp_path: Path, method: str, params: dict[str, Any]
+) -> None:
+    """No rules, but an audit log to protect: a path or cwd that is not absolute (which
+    file it names is the client's reading: against its own working directory) is
+    refused; without own files it is forwarded as before (found by an attack with an
+    SDK agent: ``audit.jsonl`` and ``file://`` reached the client)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cfg = type(Config())(audit=type(Config().audit)(path=str(ws / "audit.jsonl")))
+    own = own_files(cfg, None)
+    filled = {k: v.replace("{ws}", str(ws)) for k, v in params.items()}
+    context = SessionContext("S", workspace=Workspace(str(ws)))
+    request = {"sessionId": "S", **filled}
+    d = Policy(Config().permissions).decide(context, method, request, resolve=resolve_path, own=own)
+    assert d.disposition == "refuse", d
+    assert "not an absolute path" in d.reason
+    free = Policy(Config().permissions).decide(
+        context, method, request, resolve=resolve_path, own=OwnFiles()
+    )
+    assert free.disposition == "forward", free

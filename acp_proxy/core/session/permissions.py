@@ -66,7 +66,9 @@ Matching (see :class:`Policy` for the decision among rules)
   command line; the durable control is that everything else asks.
 - Paths and cwds must be absolute POSIX paths (ACP requires it; a client
   resolves a relative one against its own working directory): while the
-  policy is active, an ``fs/*`` ``path`` or ``terminal/create`` ``cwd`` that is
+  policy is active, or the proxy has own files to protect (an audit log, a
+  config file: which file a relative path names is the client's reading, not
+  the proxy's), an ``fs/*`` ``path`` or ``terminal/create`` ``cwd`` that is
   not one (``.bashrc``, ``~/x``, ``file:///x``, ``C:\\x``, a missing path) is
   refused without a rule. Absolute ones are normalised lexically
   (:func:`posixpath.normpath` folds ``.``, ``..`` and repeated ``/``). The
@@ -434,7 +436,8 @@ class Policy:
             The :class:`Decision`; never raises on any params.
         """
         p = params or {}
-        if self.active and method in _LOCATED:
+        # with own files to protect, too: what a relative path names, only the client knows
+        if (self.active or own) and method in _LOCATED:
             misplaced = _not_absolute(method, p)
             if misplaced is not None:
                 facts = _clean({k: _str(p.get(k)) for k in ("path", "cwd", "command")})
