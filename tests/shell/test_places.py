@@ -14,8 +14,8 @@ import pytest
 from acp_proxy.config import Config
 from acp_proxy.config.io import load_config
 from acp_proxy.core.session.permissions import Policy, SessionContext, Workspace
-from acp_proxy.core.session.places import OwnFiles, own_file_hit
-from acp_proxy.shell.places import own_files, resolve_path
+from acp_proxy.core.session.places import OwnFiles, Unexamined, own_file_hit
+from acp_proxy.shell.places import identity, own_files, resolve_path
 
 STRICT = Path(__file__).resolve().parents[2] / "acp_proxy" / "config" / "strict.toml"
 RP = "session/request_permission"
@@ -232,3 +232,67 @@ def test_a_relative_place_is_refused_while_own_files_are_protected(
         context, method, request, resolve=resolve_path, own=OwnFiles()
     )
     assert free.disposition == "forward", free
+
+
+def test_the_identity_check_knows_a_hard_link_and_the_files_made_or_replaced_since(
+    tmp_path: Path,
+) -> None:
+    """Real links: a hard link and a linked directory are the audit log; a file that
+    does not exist is not examined further (``None``); a loop of links cannot be
+    examined; the trace made after the start, and a config replaced by rename, are
+    known by their identities when a request comes."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    audit = logs / "audit.jsonl"
+    audit.write_text("")
+    config = tmp_path / "policy.toml"
+    config.write_text("")
+    trace = logs / "trace.jsonl"  # not there yet at the start
+    cfg = type(Config())(
+        audit=type(Config().audit)(path=str(audit)), trace=type(Config().trace)(path=str(trace))
+    )
+    own = own_files(cfg, str(config))
+    assert own.same_file is not None
+    same = own.same_file
+    (tmp_path / "hard").hardlink_to(audit)
+    (tmp_path / "logdir").symlink_to(logs)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "other").write_text("")
+    assert same(str(tmp_path / "hard")) == str(audit)
+    assert same(str(tmp_path / "logdir" / "audit.jsonl")) == str(audit)
+    assert same(str(tmp_path / "other")) is None
+    assert same(str(tmp_path / "missing")) is None
+    assert same(str(audit / "below")) is None  # ENOTDIR: decided on its path
+    assert isinstance(same(str(tmp_path / "loop")), Unexamined)
+    assert isinstance(identity(str(tmp_path / "loop")), Unexamined)
+    trace.write_text("")
+    (tmp_path / "trace-link").hardlink_to(trace)
+    assert same(str(tmp_path / "trace-link")) == str(trace)
+    new = tmp_path / "policy.toml.new"
+    new.write_text("# saved")
+    new.replace(config)  # an editor's save: another inode under the config's name
+    (tmp_path / "cfg-link").hardlink_to(config)
+    assert same(str(tmp_path / "cfg-link")) == str(config)
+
+
+@pytest.mark.parametrize("method", ["fs/read_text_file", "fs/write_text_file"])
+def test_a_hard_link_to_the_audit_log_is_refused_as_the_log(tmp_path: Path, method: str) -> None:
+    """The shell's own files and resolver, a real hard link: the same refusal."""
+    audit = tmp_path / "audit.jsonl"
+    audit.write_text("")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hard").hardlink_to(audit)
+    (ws / "real.txt").write_text("")
+    own = own_files(type(Config())(audit=type(Config().audit)(path=str(audit))), None)
+    context = SessionContext("S", workspace=Workspace(str(ws)))
+
+    def decide(path: Path) -> Any:
+        params = {"sessionId": "S", "path": str(path), "content": ""}
+        policy = Policy(Config().permissions)
+        return policy.decide(context, method, params, resolve=resolve_path, own=own)
+
+    direct, link = decide(audit), decide(ws / "hard")
+    assert link.disposition == "refuse"
+    assert link.reason == direct.reason == f"names the proxy's own file {audit}"
+    assert decide(ws / "real.txt").disposition == "forward"

@@ -101,7 +101,7 @@ import attrs
 from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
 from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.actions import AuditEvent
-from acp_proxy.core.session.places import OwnFiles, own_file_hit
+from acp_proxy.core.session.places import OwnFiles, own_file_refusal
 from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.sdk_reading import TOOL_KINDS, PathResolver, read_args, tool_paths
 from acp_proxy.core.session.spellings import (
@@ -424,7 +424,9 @@ class Policy:
                 given and resolved, each against the workspace roots as given
                 and resolved: the stricter decision wins.
             own: the proxy's own files: a request naming one (as given or
-                resolved) is refused whatever the rules say.
+                resolved, or by identity: a hard link to one) is refused
+                whatever the rules say; a place that exists but cannot be
+                examined is refused too (:func:`~acp_proxy.core.session.places.own_file_refusal`).
 
         Every shape a request_permission holds is read, whatever version was
         negotiated: the v1 ``toolCall`` and the v2 ``subject``. A deny rule
@@ -447,9 +449,9 @@ class Policy:
             return Decision(method, "ask")
         shapes, contexts = _read_shapes(method, p, context, tools, resolve)
         audit = _merged_audit(shapes)
-        hit = _own_file(shapes, own) if own else None
-        if hit is not None:
-            return self._refused(method, f"names the proxy's own file {hit}", audit)
+        why = _own_file(shapes, own) if own else None
+        if why is not None:
+            return self._refused(method, why, audit)
         if not rules:
             return Decision(method, "ask")
         picks = [self._pick(rules, s, c) for s, c in zip(shapes, contexts, strict=True)]
@@ -631,8 +633,9 @@ def _merged_audit(shapes: list[_Facts]) -> dict[str, str]:
 
 
 def _own_file(shapes: list[_Facts], own: OwnFiles) -> str | None:
-    """The proxy's own file a shape names (a place, or in a command line), or ``None``."""
-    return own_file_hit(
+    """Why a shape names the proxy's own file (a place, by path or identity, or in a
+    command line), or ``None``: :func:`~acp_proxy.core.session.places.own_file_refusal`."""
+    return own_file_refusal(
         (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
         (x for s in shapes for x in (s.command, *s.commands) if x is not None),
         own,
