@@ -67,29 +67,29 @@ def _log() -> logging.Logger:
     return logging.getLogger("acp_proxy")
 
 
-USAGE = """
-  acp-proxy [options] -- AGENT_CMD [ARGS...]
-      stdio client <-> agent subprocess (the drop-in form)
-  acp-proxy --listen ws://HOST:PORT/PATH [options] -- AGENT_CMD [ARGS...]
-      WebSocket clients <-> one agent subprocess per connection
-  acp-proxy --listen ws://HOST:PORT/PATH --upstream ws://AGENT:PORT/PATH [options]
-      WebSocket clients <-> one WebSocket to a remote agent per connection (sidecar)
-  acp-proxy --connect ws://HOST:PORT/PATH [options]
-      stdio client <-> remote agent over WebSocket
-  acp-proxy --chain [options]
-      proxy component under an ACP conductor
-  acp-proxy demo [--json] [--trace FILE]
-      scripted client and agent through the proxy
-  acp-proxy config [default|strict|budgets|permissions]
-      print a shipped configuration file, with its comments
-  acp-proxy check-config FILE [-- AGENT_CMD ...]
-      validate a config file and what it names, print the effective config
-  acp-proxy replay [--config FILE] [--diff] TRACE
-      the decisions a configuration makes on a recorded trace (no agent started)
-  acp-proxy view TRACE [-o FILE.html] [--format conductor]
-      a trace as a page: timeline, session tree, decisions (served, or one file)
-  acp-proxy audit verify FILE [--key-file K]
-      check an audit log's hash chain: changed, missing, reordered or cut-off records"""
+#: the usage lines (argparse prints them after "usage: "; each form under the first)
+USAGE = """acp-proxy [options] -- AGENT_CMD [ARGS...]
+           stdio client <-> agent subprocess (the drop-in form)
+       acp-proxy --listen ws://HOST:PORT/PATH [options] -- AGENT_CMD [ARGS...]
+           WebSocket clients <-> one agent subprocess per connection
+       acp-proxy --listen ws://HOST:PORT/PATH --upstream ws://AGENT:PORT/PATH [options]
+           WebSocket clients <-> one WebSocket to a remote agent per connection (sidecar)
+       acp-proxy --connect ws://HOST:PORT/PATH [options]
+           stdio client <-> remote agent over WebSocket
+       acp-proxy --chain [options]
+           proxy component under an ACP conductor
+       acp-proxy demo [--json] [--trace FILE]
+           scripted client and agent through the proxy
+       acp-proxy config [default|strict|budgets|permissions]
+           print a shipped configuration file, with its comments
+       acp-proxy check-config FILE [-- AGENT_CMD ...]
+           validate a config file and what it names, print the effective config
+       acp-proxy replay [--config FILE] [--diff] TRACE
+           the decisions a configuration makes on a recorded trace (no agent started)
+       acp-proxy view TRACE [-o FILE.html] [--format conductor]
+           a trace as a page: timeline, session tree, decisions (served, or one file)
+       acp-proxy audit verify FILE [--key-file K]
+           check an audit log's hash chain: changed, missing, reordered or cut-off records"""
 
 #: options that apply to some modes only -> the modes, as the user reads them
 _MODE_OPTIONS = {

@@ -140,3 +140,17 @@ def test_a_closed_stdout_ends_quietly_with_status_141() -> None:
         assert r.returncode == 141, (args, r.stderr)
         assert b"Traceback" not in r.stderr, r.stderr
         assert b"BrokenPipe" not in r.stderr, r.stderr
+
+
+def test_help_opens_with_a_usage_line_naming_the_drop_in_form() -> None:
+    """``--help`` and ``-h``: the first line is ``usage: acp-proxy ...`` (it was a bare
+    ``usage:``), each other form lined up under it, its description below it."""
+    for flag in ("--help", "-h"):
+        r = run(flag)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.decode().splitlines()
+        assert lines[0] == "usage: acp-proxy [options] -- AGENT_CMD [ARGS...]"
+        assert lines[1] == "           stdio client <-> agent subprocess (the drop-in form)"
+        forms = [line for line in lines if line.startswith("       acp-proxy ")]
+        assert "       acp-proxy --chain [options]" in forms
+        assert len(forms) == 10
