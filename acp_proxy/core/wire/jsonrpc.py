@@ -302,8 +302,13 @@ def _plain_call(raw: bytes, body: dict[str, Any], max_session_id_bytes: int) -> 
     if params is not None:
         if method[:1] != "_" and misread(method, params) is not None:
             return None
-        if session_id_fault(params, method, max_session_id_bytes) is not None:
+        if len(raw) > max_session_id_bytes:
+            if session_id_fault(params, method, max_session_id_bytes) is not None:
+                return None
+        elif type(params.get("sessionId", "")) is not str:
             return None
+        # else no string in the frame can be longer than the frame: a decoded
+        # string's UTF-8 bytes are never more than its JSON spelling's
     return Message(raw, kind, body, rid, method, params)
 
 

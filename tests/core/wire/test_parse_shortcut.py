@@ -120,9 +120,9 @@ def _fields(m: Message) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def _table(raw: bytes) -> Message:
+def _table(raw: bytes, limit: int = _LIMIT) -> Message:
     facts = decode(raw, _DENSE, _PER_VALUE, _DEPTH)
-    return jsonrpc._judged(raw, facts, _DENSE, _PER_VALUE, _DEPTH, _LIMIT)
+    return jsonrpc._judged(raw, facts, _DENSE, _PER_VALUE, _DEPTH, limit)
 
 
 @settings(max_examples=400)
@@ -130,6 +130,31 @@ def _table(raw: bytes) -> Message:
 def test_the_shortcut_builds_the_message_the_table_builds(raw: bytes) -> None:
     """Every frame: the same kind, body, id, method, params, verdict and reason both ways."""
     assert _fields(parse(raw, _DENSE, _PER_VALUE, _DEPTH, _LIMIT)) == _fields(_table(raw))
+
+
+@settings(max_examples=300)
+@given(raw=frames(), slack=st.sampled_from([-40, -8, -1, 0, 1]))
+def test_a_frame_within_the_session_id_limit_is_judged_alike(raw: bytes, slack: int) -> None:
+    """A frame no longer than ``limits.max_session_id_bytes`` skips the length walk in
+    the shortcut (no string in it can be longer than the frame); with the limit just
+    above, at and below the frame's length, both ways still agree."""
+    limit = max(1, len(raw) + slack)
+    fast = parse(raw, _DENSE, _PER_VALUE, _DEPTH, limit)
+    assert _fields(fast) == _fields(_table(raw, limit))
+
+
+def test_a_long_id_in_a_frame_just_over_the_limit_is_still_refused() -> None:
+    """The walk is skipped only at or under the limit: one byte over, a session id
+    of ``limit`` + 1 bytes (escapes decoded: ``\\u00e9`` is two bytes) is refused."""
+    sid = "\\u00e9" * 9  # 18 bytes decoded, 54 spelled
+    raw = b'{"jsonrpc":"2.0","method":"m","params":{"sessionId":"' + sid.encode() + b'"}}'
+    assert parse(raw, _DENSE, _PER_VALUE, _DEPTH, 17).verdict is Verdict.BAD_SESSION_ID
+    assert parse(raw, _DENSE, _PER_VALUE, _DEPTH, 18).verdict is Verdict.OK
+    short = b'{"jsonrpc":"2.0","method":"m","params":{"sessionId":"' + b"s" * 20 + b'"}}'
+    assert parse(short, _DENSE, _PER_VALUE, _DEPTH, len(short)).verdict is Verdict.OK
+    assert parse(short, _DENSE, _PER_VALUE, _DEPTH, 19).verdict is Verdict.BAD_SESSION_ID
+    bad = b'{"jsonrpc":"2.0","method":"m","params":{"sessionId":5}}'
+    assert parse(bad, _DENSE, _PER_VALUE, _DEPTH, 1024).verdict is Verdict.BAD_SESSION_ID
 
 
 def test_the_shortcut_takes_plain_frames_and_only_those() -> None:
