@@ -108,11 +108,12 @@ GOVERNED_META_PARAMS: dict[str, frozenset[str]] = {
     "fs/write_text_file": frozenset({"session_id", "path"}),
     "terminal/create": frozenset({"session_id", "command", "args", "cwd"}),
 }
-#: Multi-word fields of governed requests whose snake_case spelling pydantic peers
-#: (``populate_by_name``) accept as the camelCase key, compared without underscores.
-GOVERNED_SNAKE = frozenset(
-    {"toolcall", "toolcallid", "rawinput", "rawoutput", "optionid", "outputbytelimit"}
-)
+#: Multi-word fields of governed requests that the rules or the proxy's own answer
+#: read, whose snake_case spelling pydantic peers (``populate_by_name``) accept as
+#: the camelCase key, compared without underscores: the tool call, its id and
+#: ``rawInput`` (rules), an option's id (the proxy's answer). Fields nothing
+#: decides on (``outputByteLimit``, ``rawOutput``) are content, whatever the spelling.
+GOVERNED_SNAKE = frozenset({"toolcall", "toolcallid", "rawinput", "optionid"})
 
 # Decision values (a lone surrogate in one is ambiguous): top level, params, update.
 TOP_VALUES = ("method",)

@@ -584,7 +584,6 @@ def test_large_governed_field_that_cannot_be_read_fails_closed() -> None:
         (RP, {"toolCall": {"tool_call_id": "t", "kind": "read"}}),
         (RP, {"subject": {"type": "tool_call", "toolCall": {"raw_input": {"command": "x"}}}}),
         (RP, {"toolCall": {"toolCallId": "t"}, "options": [{"option_id": "x"}]}),
-        ("terminal/create", {"command": "ls", "output_byte_limit": 5}),
     ],
 )
 def test_governed_request_an_sdk_reads_otherwise_is_refused(
@@ -601,6 +600,34 @@ def test_governed_request_an_sdk_reads_otherwise_is_refused(
     assert "ambiguous" in error["message"]
     [record] = audits(out, "request_refused")
     assert "ambiguous" in record.fields["reason"]
+    assert_accounting(core)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "read"),
+    [
+        ("terminal/create", {"command": "ls", "cwd": "/ws", "output_byte_limit": 5}, "ls"),
+        (RP, {"toolCall": {"toolCallId": "t", "kind": "read", "raw_output": {"x": 1}}}, "read"),
+    ],
+)
+def test_a_snake_case_field_nothing_decides_on_is_content(
+    method: str, params: dict[str, Any], read: str
+) -> None:
+    """``output_byte_limit`` and a tool call's ``raw_output``: pydantic peers read them as
+    ``outputByteLimit`` / ``rawOutput``, but no rule and no answer of the proxy reads
+    either, so the request is decided as usual (it was refused as ambiguous)."""
+    core = make_core(HARDENED)
+    start(core)
+    full = {"sessionId": "S", "options": OPTIONS, **params} if method == RP else params
+    raw = req(9, method, {"sessionId": "S", **full})
+    out = core.receive(AGENT, raw, 0.0)
+    assert audits(out, "request_refused") == []
+    if method == RP:
+        assert selected(sends(out, AGENT)[0])["optionId"] == "yes"  # allowed as a read
+        assert sdk_reads(raw)["tool_call"]["kind"] == read
+    else:
+        assert sends(out, CLIENT) == [raw]
+        assert sdk_reads(raw)["command"] == read
     assert_accounting(core)
 
 
