@@ -20,8 +20,8 @@ double-forked daemon included) outlives it.
 The proxy SIGKILLed: srt starts bubblewrap through ``/bin/sh -c``, and that
 shell, re-parented to init when srt dies, would keep bubblewrap's
 ``--die-with-parent`` from ever firing. So on Linux the engine itself runs as
-init of a new pid namespace (util-linux ``unshare --pid --fork
---kill-child=SIGKILL``, :data:`PID_NAMESPACE`): ``unshare`` dies with the
+init of a new pid namespace with its own ``/proc`` (util-linux ``unshare --pid
+--fork --mount-proc --kill-child=SIGKILL``, :data:`PID_NAMESPACE`): ``unshare`` dies with the
 proxy (``PR_SET_PDEATHSIG``), srt with ``unshare``, and when srt, the
 namespace's init, dies the kernel kills every process in it.
 """
@@ -73,8 +73,12 @@ log = logging.getLogger("acp_proxy")
 PROBE_TIMEOUT_SECONDS = 60.0
 
 #: util-linux ``unshare`` arguments (after its path) that run the engine as init of a new
-#: pid namespace killed with ``unshare``; a user other than root also needs a user namespace
-PID_NAMESPACE = ("--pid", "--fork", "--kill-child=SIGKILL")
+#: pid namespace killed with ``unshare``; a user other than root also needs a user namespace.
+#: ``--mount-proc`` gives the namespace its own ``/proc`` (in a mount namespace of its
+#: own): bubblewrap reads ``/proc/<its pid>/ns``, and under the host's ``/proc`` that pid,
+#: numbered in the new namespace, names another process or none ("open /proc/24/ns
+#: failed", so the sandbox did not start on a host where no process had that number).
+PID_NAMESPACE = ("--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL")
 
 
 class SandboxUnavailable(Exception):

@@ -739,3 +739,22 @@ def test_a_stripped_variable_is_named_at_the_default_level(tmp_path: Path) -> No
         "acp-proxy: NOTICE: sandbox: not passed to the agent (env_deny): GH_TOKEN MOCK_API_KEY; "
         "name one in [sandbox] env_allow to pass it"
     ]
+
+
+def test_the_engine_launcher_sees_its_own_pid_namespace_in_proc() -> None:
+    """bubblewrap reads ``/proc/<its pid>/ns``: inside the launcher's pid namespace,
+    ``/proc`` must be that namespace's, or the pid names another process or none
+    (the sandbox did not start on a host with no process of that number, and read
+    another process's namespaces where one had it)."""
+    from acp_proxy.shell.sandbox import _launcher
+
+    probe = "import os; print(os.getpid(), os.readlink('/proc/self'))"
+    done = subprocess.run(
+        [*_launcher(), sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    pid, seen = done.stdout.split()
+    assert pid == seen == "1"  # init of its namespace, and /proc says so
