@@ -48,8 +48,26 @@ def _core() -> Any:
     return core
 
 
-def _turn_data(turns: int) -> bytes:
-    return b"".join(ln for t in range(turns) for ln in _bench_peer.mixed_turn(t))
+def _turn_data(turns: int, variant: str = "mixed_turn") -> bytes:
+    """``turns`` mixed turns; or, for a bound on what the run path costs, the same
+    line sizes as content chunks of the known session ``s0`` (``as_chunks``: every
+    run a chunk run), and those with each turn's first line a state report
+    (``as_envelopes``: no run is a chunk run, every line takes the envelope path)."""
+    out: list[bytes] = []
+    for t in range(turns):
+        for i, ln in enumerate(_bench_peer.mixed_turn(t)):
+            if variant == "mixed_turn":
+                out.append(ln)
+            elif variant == "as_envelopes" and i == 0:
+                st = {"sessionUpdate": "state_update", "state": "running", "step": t}
+                out.append(_bench_peer._update("s0", st))
+            else:
+                out.append(_bench_peer.stream_line("s0", len(ln), i))
+    return b"".join(out)
+
+
+#: The mixed turn and its two bounds (:func:`_turn_data`).
+TURN_VARIANTS = ("mixed_turn", "as_chunks", "as_envelopes")
 
 
 def _turns(data: bytes) -> Callable[[], int]:
@@ -73,9 +91,10 @@ def _turns(data: bytes) -> Callable[[], int]:
     return run
 
 
-def mixed_core_cost(turns: int) -> float:
-    """Microseconds per message of ``turns`` mixed turns through framer + core."""
-    run = _turns(_turn_data(turns))
+def mixed_core_cost(turns: int, variant: str = "mixed_turn") -> float:
+    """Microseconds per message of ``turns`` mixed turns (or a bound of
+    :data:`TURN_VARIANTS`) through framer + core."""
+    run = _turns(_turn_data(turns, variant))
     start = time.perf_counter()
     n = run()
     return (time.perf_counter() - start) / n * 1e6
@@ -103,12 +122,59 @@ _IDLE_MIRROR = _update(
 )
 
 
+#: The engine's pieces: a parsed inspected line handled by the engine alone (no
+#: framer, no run check, no parse): two lines taken in turn (each is news to the
+#: last) or one line again and again (each a repeat of the last).
+_ENGINE_LINES: dict[str, tuple[bytes, ...]] = {
+    "engine_state_news": (
+        _update("s0", {"sessionUpdate": "state_update", "state": "running", "step": 1}),
+        _update("s0", {"sessionUpdate": "state_update", "state": "running", "step": 2}),
+    ),
+    "engine_state_repeat": (_STATE,),
+    "engine_mirror_news": (
+        _IDLE_MIRROR,
+        _update(
+            "s0",
+            {
+                "sessionUpdate": "subagent_update",
+                "sessionId": "s0-c0",
+                "state": {"state": "running"},
+            },
+        ),
+    ),
+    "engine_mirror_repeat": (_ANNOUNCE,),
+}
+
+
+def _engine_piece(name: str) -> Callable[[int], None]:
+    """:data:`_ENGINE_LINES` ``name``: ``count`` lines through the engine's handling of
+    an inspected line (``ProxyCore._inspect``), child ``s0-c0`` announced first."""
+    from acp_proxy.core.actions import Peer
+    from acp_proxy.core.wire.framing import Lines
+
+    core = _core()
+    core.receive(Peer.AGENT, Lines(_ANNOUNCE), 0.0)
+    msgs = [core._reparse(raw) for raw in _ENGINE_LINES[name]]
+    inspect = core._inspect
+    for m in msgs:
+        inspect(m, 0.0)
+    n = len(msgs)
+
+    def go(count: int) -> None:
+        for i in range(count):
+            inspect(msgs[i % n], 0.0)
+
+    return go
+
+
 def _piece(name: str) -> Callable[[int], None]:
     """A callable running ``count`` times the piece ``name`` of :data:`PIECES`."""
     from acp_proxy.core.actions import Peer
     from acp_proxy.core.wire.framing import Lines
     from acp_proxy.core.wire.jsonrpc import parse
 
+    if name in _ENGINE_LINES:
+        return _engine_piece(name)
     agent = Peer.AGENT
     if name.startswith("parse_"):
         one = _STATE if name == "parse_state_update" else _ANNOUNCE
@@ -138,7 +204,8 @@ def _piece(name: str) -> Callable[[int], None]:
 #: The pieces :func:`piece_cost` measures: the decode of an inspected line, and a
 #: repeated line of the run received alone (``receive`` of a one-line run: the
 #: decode, the engine, the drop and its audit record); ``chunk``: a ~200 B chunk
-#: received alone (the fast path: what a one-line run costs without the engine).
+#: received alone (the fast path: what a one-line run costs without the engine);
+#: ``engine_*``: the engine's handling alone of a parsed line (:data:`_ENGINE_LINES`).
 PIECES = (
     "chunk",
     "parse_state_update",
@@ -146,6 +213,7 @@ PIECES = (
     "duplicate_state_update",
     "repeated_mirror",
     "repeated_idle_mirror",
+    *_ENGINE_LINES,
 )
 
 
@@ -184,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=200, help="mixed turns (100 messages each)")
     ap.add_argument("--count", type=int, default=20000, help="calls per piece")
     ap.add_argument("--callgrind", action="store_true", help="instructions, not microseconds")
-    ap.add_argument("--only", nargs="+", help="these of mixed_turn and the pieces")
+    ap.add_argument("--only", nargs="+", help="these of the turn variants and the pieces")
     ap.add_argument("--run", nargs="+", help=argparse.SUPPRESS)  # the workload alone
     a = ap.parse_args(argv)
     if a.run:
@@ -196,24 +264,25 @@ def main(argv: list[str] | None = None) -> int:
             _piece(what)(int(a.run[1]))
         return 0
     res: dict[str, Any] = {}
-    wanted = set(a.only or ("mixed_turn", *PIECES))
+    wanted = set(a.only or (*TURN_VARIANTS, *PIECES))
     pieces = [p for p in PIECES if p in wanted]
+    variants = [v for v in TURN_VARIANTS if v in wanted]
     if a.callgrind:
         res["unit"] = "Ir"
         with tempfile.TemporaryDirectory() as tmp:
             full, empty = os.path.join(tmp, "turns"), os.path.join(tmp, "none")
-            data = _turn_data(a.turns)
-            with open(full, "wb") as f:
-                f.write(data)
             open(empty, "wb").close()
-            if "mixed_turn" in wanted:
-                res["mixed_turn"] = _ir_per(["turns", full], ["turns", empty], data.count(b"\n"))
+            for v in variants:
+                data = _turn_data(a.turns, v)
+                with open(full, "wb") as f:
+                    f.write(data)
+                res[v] = _ir_per(["turns", full], ["turns", empty], data.count(b"\n"))
         for p in pieces:
             res[p] = _ir_per([p, str(a.count)], [p, "0"], a.count)
     else:
         res["unit"] = "us"
-        if "mixed_turn" in wanted:
-            res["mixed_turn"] = round(min(mixed_core_cost(a.turns) for _ in range(3)), 3)
+        for v in variants:
+            res[v] = round(min(mixed_core_cost(a.turns, v) for _ in range(3)), 3)
         for p in pieces:
             res[p] = round(min(piece_cost(p, a.count) for _ in range(3)), 3)
     print(json.dumps(res))

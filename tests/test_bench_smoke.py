@@ -160,3 +160,30 @@ def test_throughput_part_reports_only_the_ratios() -> None:
     assert res["cpu_us_per_msg_1k_proxy"] >= 0
     assert set(res["load_avg_1m"]) == {"start", "end"}
     assert "peak_rss_mib" not in res
+
+
+def test_mixed_cost_bounds_take_the_paths_they_name() -> None:
+    """``benchmarks.mixed_cost``'s bounds: ``as_chunks`` is every run a chunk run,
+    ``as_envelopes`` every run an envelope run (a state report first in each turn),
+    both with the mixed turn's line count and about its bytes; the engine pieces hand the
+    engine parsed lines that are news or repeats, as named."""
+    from acp_proxy.core.actions import Audit, Send
+    from acp_proxy.core.wire.runs import chunk_run, envelope_lines
+    from benchmarks import mixed_cost
+
+    turn = mixed_cost._turn_data(2)
+    chunks = mixed_cost._turn_data(2, "as_chunks")
+    envs = mixed_cost._turn_data(2, "as_envelopes")
+    assert turn.count(b"\n") == chunks.count(b"\n") == envs.count(b"\n") == 200
+    assert abs(len(chunks) - len(turn)) < len(turn) // 10  # sizes near the turn's lines
+    assert chunk_run(chunks.rstrip(b"\n")) is not None
+    assert chunk_run(envs.rstrip(b"\n")) is None
+    assert envelope_lines(envs.rstrip(b"\n")) is not None
+    core = mixed_cost._core()
+    for name, forwarded in (("engine_state_news", True), ("engine_state_repeat", False)):
+        msgs = [core._reparse(r) for r in mixed_cost._ENGINE_LINES[name]]
+        for m in msgs:
+            core._inspect(m, 0.0)  # the first of each: delivered
+        out = [a for m in msgs for a in core._inspect(m, 0.0)]
+        assert any(isinstance(a, Send) for a in out) is forwarded
+        assert any(isinstance(a, Audit) for a in out) is not forwarded  # a drop is audited
