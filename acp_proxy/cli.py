@@ -86,7 +86,7 @@ USAGE = """acp-proxy [options] -- AGENT_CMD [ARGS...]
            validate a config file and what it names, print the effective config
        acp-proxy replay [--config FILE] [--diff] TRACE
            the decisions a configuration makes on a recorded trace (no agent started)
-       acp-proxy view TRACE [-o FILE.html] [--format conductor]
+       acp-proxy view TRACE [-o FILE.html | --port N] [--format conductor -o FILE]
            a trace as a page: timeline, session tree, decisions (served, or one file)
        acp-proxy audit verify FILE [--key-file K]
            check an audit log's hash chain: changed, missing, reordered or cut-off records"""
@@ -274,6 +274,11 @@ def effective_config(args: argparse.Namespace) -> Config:
             if args.trace is not None:
                 trace = attrs.evolve(trace, path=args.trace)
             if args.trace_content:
+                if not trace.path:
+                    raise UsageError(
+                        "--trace-content needs a trace to put the content in: "
+                        "add --trace FILE (or [trace] path in the config)"
+                    )
                 trace = attrs.evolve(trace, include_content=True)
             cfg = attrs.evolve(cfg, trace=trace)
         if args.metrics is not None:

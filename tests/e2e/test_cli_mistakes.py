@@ -415,3 +415,17 @@ def test_a_closed_stdin_or_stdout_is_refused_before_the_agent_starts(
     )
     one_sentence(r, 2, f"{name} is closed", "--listen")
     assert not marker.exists()
+
+
+def test_trace_content_without_a_trace_is_refused(tmp_path: Path) -> None:
+    """``--trace-content`` alone asks for content in a trace that is not written: refused,
+    before any agent starts; with ``--trace`` or a config's ``[trace] path`` it is taken."""
+    marker = tmp_path / "started"
+    agent = [PY, "-c", f"open({str(marker)!r}, 'w')"]
+    one_sentence(run("--trace-content", "--", *agent), 2, "--trace-content", "--trace FILE")
+    assert not marker.exists()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[trace]\npath = "{tmp_path / "t.jsonl"}"\n')
+    r = run("--config", str(cfg), "--trace-content", "--", *agent)
+    assert r.returncode == 0, r.stderr.decode()
+    assert marker.exists()

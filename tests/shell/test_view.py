@@ -279,3 +279,21 @@ def test_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "cannot serve the page" in done.stderr
     assert "--port" in done.stderr
+
+
+def test_a_page_or_export_written_to_a_file_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o FILE`` names the file it wrote on stderr; ``-o -`` writes only the file."""
+    trace = write(tmp_path / "t.jsonl", [HEADER, msg(1)])
+    page = tmp_path / "p.html"
+    assert run_view([str(trace), "-o", str(page)]) == 0
+    err = capsys.readouterr().err
+    assert err == f"acp-proxy view: wrote the trace's page to {page}\n"
+    assert page.read_bytes().startswith(b"<!")
+    out = tmp_path / "c.jsons"
+    assert run_view([str(trace), "--format", "conductor", "-o", str(out)]) == 0
+    n = len(out.read_text().splitlines())
+    assert capsys.readouterr().err == f"acp-proxy view: wrote {n} conductor events to {out}\n"
+    assert run_view([str(trace), "--format", "conductor", "-o", "-"]) == 0
+    assert capsys.readouterr().err == ""

@@ -112,10 +112,17 @@ def _conductor(trace: str, output: str, conn: int | None) -> int:
     skipped: Counter[str] = Counter()
     lines = [json.dumps(ev, ensure_ascii=False) for ev in to_conductor(records, conn, skipped)]
     _write(output, "".join(line + "\n" for line in lines).encode())
+    _wrote(output, f"{len(lines)} conductor events")
     if skipped:
         left = ", ".join(f"{n} {kind}" for kind, n in sorted(skipped.items()))
         print(f"acp-proxy view: left out (no conductor event for them): {left}", file=sys.stderr)
     return 0
+
+
+def _wrote(output: str, what: str) -> None:
+    """Says on stderr where ``what`` went (nothing for ``-o -``: stdout is the file)."""
+    if output != "-":
+        print(f"acp-proxy view: wrote {what} to {output}", file=sys.stderr)
 
 
 def run_view(args: list[str]) -> int:
@@ -140,6 +147,7 @@ def run_view(args: list[str]) -> int:
 
         chunk = read_records(opts.trace)
         _write(opts.output, render_page(chunk, title=os.path.basename(opts.trace)))
+        _wrote(opts.output, "the trace's page")
         return 0
     return _serve(opts.trace, opts.port)
 
