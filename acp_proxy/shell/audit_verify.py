@@ -288,6 +288,8 @@ def run_audit(argv: list[str]) -> int:
         return 1
     notes = "".join(f"; {n}" for n in result.notes)
     chain = "HMAC-SHA256" if key is not None else "SHA-256"
-    print(f"{args.file}: intact: {result.runs} runs, {result.records} records ({chain}){notes}")
+    runs = f"{result.runs} run{'' if result.runs == 1 else 's'}"
+    records = f"{result.records} record{'' if result.records == 1 else 's'}"
+    print(f"{args.file}: intact: {runs}, {records} ({chain}){notes}")
     sys.stdout.flush()
     return 0

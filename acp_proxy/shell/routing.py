@@ -115,7 +115,10 @@ def _log_decision(a: Audit) -> None:
         named = {k: fields.get(k) for k in _DECISION_FIELDS}
         if a.event is AuditEvent.MUTATION_REJECTED and named["rule"] is None:
             named["rule"] = "[enforcement] child allowlist"
-        line = f"decided for the user: {a.event} {_brief(named, DECISION_VALUE_LIMIT)}"
+        # observe mode carried nothing out: the request went on as without the rule
+        observed = fields.get("would_block") or fields.get("observed")
+        lead = "would have decided (observe mode)" if observed else "decided"
+        line = f"{lead} for the user: {a.event} {_brief(named, DECISION_VALUE_LIMIT)}"
         log.log(NOTICE, "%s", _cut(line, DECISION_LINE_LIMIT))
 
 

@@ -369,7 +369,7 @@ def test_audit_verify_command_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert run_audit(["verify", str(path), "--key-file", str(key)]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1
-    assert "intact: 1 runs, 5 records (HMAC-SHA256)" in out
+    assert "intact: 1 run, 5 records (HMAC-SHA256)" in out
     assert run_audit(["verify", str(path)]) == 1
     assert ": line 1: " in capsys.readouterr().out
     with pytest.raises(UsageError, match="key-file"):

@@ -102,7 +102,7 @@ def _budgeted(mode: str) -> ProxyCore:
 @pytest.mark.parametrize("mode", ["enforce", "observe"])
 def test_a_budget_refusal_is_one_notice_line(caplog: pytest.LogCaptureFixture, mode: str) -> None:
     """A prompt over its budget is one notice line naming the budget, the count and the
-    limit; in observe mode the same line says it would have blocked."""
+    limit; in observe mode the same line says it would have decided and blocked."""
     core = _budgeted(mode)
     with caplog.at_level(logging.DEBUG, logger="acp_proxy"):
         prompt = req(2, "session/prompt", {"sessionId": "S", "prompt": []})
@@ -110,8 +110,9 @@ def test_a_budget_refusal_is_one_notice_line(caplog: pytest.LogCaptureFixture, m
     lines = [r.getMessage() for r in caplog.records if r.levelno == NOTICE]
     end = " would_block=True" if mode == "observe" else ""
     rule = "rule='prompts_per_window' " if mode == "observe" else ""
+    lead = "would have decided (observe mode)" if mode == "observe" else "decided"
     assert lines == [
-        f"decided for the user: budget_exceeded {rule}budget='prompts_per_window' count=2 "
+        f"{lead} for the user: budget_exceeded {rule}budget='prompts_per_window' count=2 "
         f"limit=1 method='session/prompt' id=2 sessionId='S' "
         f"reason='budget prompts_per_window (1 per 60s) used up: resets in 58s'{end}"
     ]
@@ -145,3 +146,23 @@ def test_a_cancelled_turn_keeps_its_whole_reason(caplog: pytest.LogCaptureFixtur
         "max_tool_calls_per_turn: 2 tool calls in one prompt turn (limit 1); the proxy "
         "cancels the turn'"
     ]
+
+
+def test_observe_mode_says_it_would_have_decided(caplog: pytest.LogCaptureFixture) -> None:
+    """``policy.mode = "observe"``: the deny rule is not carried out (the user is asked),
+    and the notice line says what it would have done, not that it decided."""
+    core = ProxyCore(
+        config_from_dict({"policy": {"mode": "observe"}, "permissions": {"rules": RULES}})
+    )
+    core.receive(CLIENT, req(0, "initialize", {"protocolVersion": 1}), 0.0)
+    core.receive(AGENT, resp(0, {"protocolVersion": 1}), 0.0)
+    core.receive(CLIENT, req("new", "session/new", {"cwd": "/ws", "mcpServers": []}), 0.0)
+    core.receive(AGENT, resp("new", {"sessionId": "S"}), 0.0)
+    with caplog.at_level(logging.INFO, logger="acp_proxy"):
+        batch = route_actions(core.receive(AGENT, _ask(7, "fetch"), 1.0), None)
+    assert batch[CLIENT] == [_ask(7, "fetch")]  # asked: the rule was not carried out
+    lines = [r.getMessage() for r in caplog.records if r.levelno == NOTICE]
+    assert len(lines) == 1
+    assert lines[0].startswith("would have decided (observe mode) for the user: ")
+    assert "rule='no-fetch'" in lines[0]
+    assert lines[0].endswith("would_block=True")
