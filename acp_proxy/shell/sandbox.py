@@ -177,13 +177,27 @@ def _touch(path: str) -> None:
 
 def _writable_roots(config: Config) -> list[str]:
     """The real paths the agent may write: workspace roots and ``[sandbox] writable``."""
+    return [root for root, _why in _named_writable_roots(config)]
+
+
+def _named_writable_roots(config: Config) -> list[tuple[str, str]]:
+    """:func:`_writable_roots`, each with what makes it writable (for an error's reader)."""
     cwd, home = os.getcwd(), os.path.expanduser("~")
-    roots = workspace_roots(config.sandbox, cwd=cwd, home=home)
-    writable = [
-        *roots,
-        *(os.path.join(cwd, os.path.expanduser(p)) for p in config.sandbox.writable),
+    here = os.path.realpath(cwd)
+    named = [
+        (
+            real := os.path.realpath(root),
+            "the workspace: the proxy's working directory; [sandbox] workspace sets another"
+            if real == here
+            else "the workspace, [sandbox] workspace",
+        )
+        for root in workspace_roots(config.sandbox, cwd=cwd, home=home)
     ]
-    return [os.path.realpath(root) for root in writable]
+    named += [
+        (os.path.realpath(os.path.join(cwd, os.path.expanduser(p))), "a [sandbox] writable path")
+        for p in config.sandbox.writable
+    ]
+    return named
 
 
 def _inside(path: str, roots: Sequence[str]) -> str | None:
@@ -266,7 +280,8 @@ def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
     Raises:
         SandboxUnavailable: one of them lies in a workspace or writable path.
     """
-    roots = _writable_roots(config)
+    named = _named_writable_roots(config)
+    roots = [root for root, _why in named]
     here = os.path.dirname(os.path.realpath(__file__))
     ours = [
         ("the proxy's Python", os.path.realpath(sys.executable)),
@@ -288,8 +303,9 @@ def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
         root = _inside(path, roots)
         if root is not None:
             shown = script if what == "the sandbox engine" else path
+            why = dict(named)[root]
             raise SandboxUnavailable(
-                f"{what} {shown} lies inside {root}, which the agent may "
+                f"{what} {shown} lies inside {root} ({why}), which the agent may "
                 "write: install it outside the workspace and writable paths"
             )
 

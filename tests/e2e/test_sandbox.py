@@ -32,6 +32,8 @@ from support.wskit import AcpClient, connect
 
 ESCAPE_AGENT = Path(__file__).resolve().parents[1] / "support" / "peers" / "escape_agent.py"
 TIMEOUT = 120
+#: what an error names a workspace root that is the proxy's working directory
+CWD_WORKSPACE = "(the workspace: the proxy's working directory; [sandbox] workspace sets another)"
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 
 #: The attempts that must fail inside the sandbox (the daemon starts; it must not outlive it).
@@ -432,8 +434,8 @@ def test_an_engine_the_agent_could_rewrite_is_refused(tmp_path: Path) -> None:
     assert check.returncode == 2
     assert check.stderr == (
         f"acp-proxy: the sandbox cannot start: the sandbox engine {engine} lies inside "
-        f"{tmp_path}, which the agent may write: install it outside the workspace and "
-        "writable paths\n"
+        f"{tmp_path} {CWD_WORKSPACE}, which the agent may write: install it outside the "
+        "workspace and writable paths\n"
     )
 
 
@@ -512,8 +514,8 @@ def test_an_engine_interpreter_the_agent_could_rewrite_is_refused(tmp_path: Path
     assert check.returncode == 2, check.stdout
     assert check.stderr == (
         f"acp-proxy: the sandbox cannot start: the sandbox engine's interpreter {node} lies "
-        f"inside {tmp_path}, which the agent may write: install it outside the workspace "
-        "and writable paths\n"
+        f"inside {tmp_path} {CWD_WORKSPACE}, which the agent may write: install it outside "
+        "the workspace and writable paths\n"
     )
 
 
@@ -528,8 +530,8 @@ def test_the_proxy_inside_a_writable_root_is_refused(tmp_path: Path) -> None:
     assert check.returncode == 2, check.stdout
     assert check.stderr == (
         f"acp-proxy: the sandbox cannot start: the proxy's own code {repo / 'acp_proxy'} "
-        f"lies inside {repo}, which the agent may write: install it outside the "
-        "workspace and writable paths\n"
+        f"lies inside {repo} (the workspace, [sandbox] workspace), which the agent may "
+        "write: install it outside the workspace and writable paths\n"
     )
 
 
@@ -770,3 +772,26 @@ def test_the_engine_launcher_sees_its_own_pid_namespace_in_proc() -> None:
     )
     pid, seen = done.stdout.split()
     assert pid == seen == "1"  # init of its namespace, and /proc says so
+
+
+def test_a_refusal_says_the_workspace_is_the_working_directory(tmp_path: Path) -> None:
+    """With ``[sandbox] workspace = []`` the workspace is the proxy's working directory:
+    the proxy run from its own clone (the quick start's venv) is refused, and the error
+    says why that directory is writable, so the reader knows what to move or set."""
+    repo = Path(__file__).resolve().parents[2]
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    check = subprocess.run(
+        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=TIMEOUT,
+    )
+    assert check.returncode == 2, check.stdout
+    assert check.stderr == (
+        f"acp-proxy: the sandbox cannot start: the proxy's own code {repo / 'acp_proxy'} "
+        f"lies inside {repo} (the workspace: the proxy's working directory; [sandbox] "
+        "workspace sets another), which the agent may write: install it outside the "
+        "workspace and writable paths\n"
+    )
