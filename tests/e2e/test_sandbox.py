@@ -288,21 +288,14 @@ def test_a_missing_engine_fails_closed(tmp_path: Path) -> None:
 
 def test_check_config_prints_the_effective_sandbox(tmp_path: Path) -> None:
     """check-config runs the engine once and prints its settings and where it applies."""
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
-    check = subprocess.run(
-        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=TIMEOUT,
-    )
+    text = f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n'
+    check = _check_config(tmp_path, text)
     assert check.returncode == 0, check.stderr
     assert f'workspace = [\n    "{tmp_path}",\n]' in check.stdout
     assert "# sandbox: " in check.stdout
     assert " 0.0.83, settings sha256:" in check.stdout
     assert "does not apply with --upstream or --connect" in check.stdout
-    assert f'#       "{cfg}"' in check.stdout  # the config file is denied to the agent
+    assert f'#       "{tmp_path / "c.toml"}"' in check.stdout  # the config, denied to the agent
 
 
 TERM_AGENT = """
@@ -483,14 +476,18 @@ def test_a_sigkilled_proxy_takes_the_whole_sandbox_with_it(tmp_path: Path) -> No
                 pipe.close()
 
 
-def _check_config(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> Any:
+def _check_config(
+    tmp_path: Path, text: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Any:
+    """``check-config`` of the config ``text`` (written in ``tmp_path``), run in ``cwd``
+    (``tmp_path`` when ``None``)."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(text)
     return subprocess.run(
         [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=tmp_path if cwd is None else cwd,
         env=env,
         timeout=TIMEOUT,
     )
@@ -779,15 +776,8 @@ def test_a_refusal_says_the_workspace_is_the_working_directory(tmp_path: Path) -
     the proxy run from its own clone (the quick start's venv) is refused, and the error
     says why that directory is writable, so the reader knows what to move or set."""
     repo = Path(__file__).resolve().parents[2]
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
-    check = subprocess.run(
-        [sys.executable, "-m", "acp_proxy", "check-config", str(cfg)],
-        capture_output=True,
-        text=True,
-        cwd=repo,
-        timeout=TIMEOUT,
-    )
+    text = f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n'
+    check = _check_config(tmp_path, text, cwd=repo)
     assert check.returncode == 2, check.stdout
     assert check.stderr == (
         f"acp-proxy: the sandbox cannot start: the proxy's own code {repo / 'acp_proxy'} "
