@@ -104,7 +104,7 @@ async def test_a_real_run_is_chained_every_ask_and_answer_recorded_and_verifies(
     )
     verified = run_cli("audit", "verify", str(audit))
     assert verified.returncode == 0, verified.stdout
-    assert f"1 runs, {len(events)} records" in verified.stdout
+    assert f"1 run, {len(events)} records" in verified.stdout
     audit.write_text(audit.read_text().replace('"reject-once"', '"allow-once"'))
     tampered = run_cli("audit", "verify", str(audit))
     assert tampered.returncode == 1

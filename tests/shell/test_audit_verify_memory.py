@@ -59,5 +59,5 @@ def test_verify_of_a_100_mib_log_runs_in_bounded_memory(tmp_path: Path) -> None:
     _, baseline, _ = _peak()
     status, peak, out = _peak("verify", str(path))
     assert status == 0, out
-    assert f"1 runs, {records} records" in out
+    assert f"1 run, {records} records" in out
     assert peak - baseline < MAX_EXTRA_BYTES, (peak, baseline)
