@@ -495,7 +495,7 @@ def _confine(
         log.warning("[sandbox] does not apply: acp-proxy does not start the agent in this mode")
         return attrs.evolve(cfg, sandbox=attrs.evolve(cfg.sandbox, enabled=False)), agent_cmd, None
     from acp_proxy.core.actions import Audit, AuditEvent
-    from acp_proxy.shell.sandbox import SandboxUnavailable, prepare_sandbox
+    from acp_proxy.shell.sandbox import SandboxUnavailable, prepare_sandbox, writable_root_of
 
     config_file = expand_path(args.config, "--config") if args.config else None
     log_file = expand_path(args.log_file, "--log-file") if args.log_file else None
@@ -515,6 +515,14 @@ def _confine(
     log.info("sandbox: %s %s, settings %s", sandbox.engine, sandbox.version, sandbox.digest)
     if audit is not None:
         audit.write(Audit(AuditEvent.SANDBOX_STARTED, None, sandbox.record()))
+        chained = audit.chained
+        root = None if chained is None else writable_root_of(cfg, chained.path)
+        if chained is not None and root is not None:
+            # the engine hides the file there now; one made after a rotation it would not
+            chained.reopen_refused = (
+                f"it lies inside {root}, which the sandboxed agent may write; keep the "
+                "audit log outside the workspace and writable paths to rotate it"
+            )
     return cfg, sandbox.wrap(agent_cmd), None
 
 

@@ -87,11 +87,12 @@ def protected_files(
     config_file: str | None = None,
     log_file: str | None = None,
 ) -> list[str]:
-    """The proxy's own files, absolute: config file, audit log, trace, log file, token file.
+    """The proxy's own files, absolute: config file, audit log, trace, log file, token files.
 
     Args:
         config: the effective configuration (its ``audit.path``,
-            ``audit.hmac_key_file``, ``trace.path``, ``listen.token_file``; ``""`` = none).
+            ``audit.hmac_key_file``, ``trace.path``, ``listen.token_file``,
+            ``listen.tokens_file``; ``""`` = none).
         cwd: what relative paths are taken from.
         home: the home directory ``~/`` stands for.
         config_file: the ``--config`` file, if any.
@@ -104,6 +105,7 @@ def protected_files(
         config.trace.path,
         log_file or "",
         config.listen.token_file,
+        config.listen.tokens_file,  # every principal's bearer token (--listen)
     ]
     return _unique([_absolute(p, cwd=cwd, home=home) for p in named if p])
 

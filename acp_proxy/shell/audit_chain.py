@@ -162,6 +162,9 @@ class ChainedFile:
         self._closed = False
         self._fd = -1
         self._ident = (0, 0)
+        #: why a file gone from the path is not started anew there (the sandbox: a new
+        #: file would be within the agent's reach), else ``None``
+        self.reopen_refused: str | None = None
         self._open({})
         if self.failure is not None:  # required, and not even run_started could be written
             self.close()
@@ -229,6 +232,17 @@ class ChainedFile:
             gone = self._gone()
             if gone is not None:
                 if self.required:
+                    return self._lose(f"it was {gone}")
+                if self.reopen_refused is not None:
+                    if not self._reopen_told:
+                        self._reopen_told = True
+                        log.error(
+                            "the audit log %r was %s; not starting a new file there: %s; "
+                            "records from now on are lost (counted)",
+                            self.path,
+                            gone,
+                            self.reopen_refused,
+                        )
                     return self._lose(f"it was {gone}")
                 self._say(f"the audit log {self.path!r} was {gone}; starting a new file")
                 if not self._reopen(f"the previous file was {gone}"):

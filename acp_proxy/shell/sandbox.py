@@ -59,12 +59,14 @@ from acp_proxy.shell.log_levels import NOTICE
 from acp_proxy.shell.transport.process import SandboxedCommand
 
 __all__ = [
+    "ENGINE_TOOLS",
     "PID_NAMESPACE",
     "PROBE_TIMEOUT_SECONDS",
     "Sandbox",
     "SandboxUnavailable",
     "prepare_sandbox",
     "remove_private_dirs",
+    "writable_root_of",
 ]
 
 log = logging.getLogger("acp_proxy")
@@ -180,6 +182,12 @@ def _writable_roots(config: Config) -> list[str]:
     return [root for root, _why in _named_writable_roots(config)]
 
 
+def writable_root_of(config: Config, path: str) -> str | None:
+    """The root the sandboxed agent may write (a workspace root or a ``[sandbox]
+    writable`` path, real) that ``path`` (its real path) lies in, or ``None``."""
+    return _inside(os.path.realpath(path), _writable_roots(config))
+
+
 def _named_writable_roots(config: Config) -> list[tuple[str, str]]:
     """:func:`_writable_roots`, each with what makes it writable (for an error's reader)."""
     cwd, home = os.getcwd(), os.path.expanduser("~")
@@ -272,10 +280,17 @@ def remove_private_dirs() -> None:
 atexit.register(remove_private_dirs)
 
 
+#: The programs srt 0.0.83 finds on ``PATH`` and runs: ``which`` (to find the others),
+#: ``bwrap``, ``socat`` and ``rg`` outside the sandbox, ``bash`` (found by ``which``) as
+#: the sandbox's first process, before its seccomp filter applies.
+ENGINE_TOOLS = ("which", "bwrap", "socat", "rg", "bash")
+
+
 def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
     """Refuses code the agent could rewrite that runs unconfined at the next start: the
     proxy's own Python and packages, the engine, its package and its interpreter, and
-    the tools the engine runs (srt's README: install it outside writable paths).
+    the tools the engine runs (:data:`ENGINE_TOOLS`; srt's README: install it outside
+    writable paths) and ``unshare``, the launcher.
 
     Raises:
         SandboxUnavailable: one of them lies in a workspace or writable path.
@@ -296,9 +311,12 @@ def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
         engine.append(("the sandbox engine's interpreter", engine_argv[0]))
     tools = [
         (f"{tool}, which the sandbox engine runs,", os.path.realpath(found))
-        for tool in ("bwrap", "socat", "rg")
+        for tool in ENGINE_TOOLS
         if (found := shutil.which(tool)) is not None
     ]
+    unshare = shutil.which("unshare") if sys.platform == "linux" else None
+    if unshare is not None:  # the launcher (_launcher): run by the proxy, unconfined
+        tools.append(("unshare, which starts the sandbox engine,", os.path.realpath(unshare)))
     for what, path in [*ours, *engine, *tools]:
         root = _inside(path, roots)
         if root is not None:
@@ -308,6 +326,37 @@ def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
                 f"{what} {shown} lies inside {root} ({why}), which the agent may "
                 "write: install it outside the workspace and writable paths"
             )
+
+
+def _check_own_files_fixed(config: Config, config_file: str | None, log_file: str | None) -> None:
+    """Refuses a proxy's own file reached through a symbolic link that lies in a directory
+    the agent may write: the engine hides the file the link leads to (a mount over it:
+    it cannot be written, removed or renamed, nor can the directories around it), not
+    the link, so the agent could re-point the link and give the next start, or a
+    reload, its own file (its config, the sandbox off).
+
+    Raises:
+        SandboxUnavailable: such a file, named with the link.
+    """
+    named = _named_writable_roots(config)
+    roots = [root for root, _why in named]
+    cwd, home = os.getcwd(), os.path.expanduser("~")
+    for own in protected_files(
+        config, cwd=cwd, home=home, config_file=config_file, log_file=log_file
+    ):
+        at = "/"
+        for part in own.strip("/").split("/"):
+            at = os.path.join(at, part)
+            if not os.path.islink(at):
+                continue
+            root = _inside(os.path.realpath(os.path.dirname(at)), roots)
+            if root is not None:
+                raise SandboxUnavailable(
+                    f"the proxy's own file {own} is reached through the symbolic link "
+                    f"{at}, inside {root} ({dict(named)[root]}), which the agent may "
+                    f"re-point: name the file itself ({os.path.realpath(own)}), or keep "
+                    "it outside the workspace and writable paths"
+                )
 
 
 def _launcher() -> tuple[str, ...]:
@@ -418,6 +467,7 @@ def prepare_sandbox(
     engine = os.path.abspath(engine)
     argv = _engine_argv(engine)
     _check_out_of_reach(config, argv)
+    _check_own_files_fixed(config, config_file, log_file)
     launcher = (*_launcher(), *argv)
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
         version_job = pool.submit(_run, [*argv, "--version"], f"{engine} --version")

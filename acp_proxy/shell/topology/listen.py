@@ -377,7 +377,9 @@ class _Listener:
     ) -> None:
         self.cfg = cfg
         self.url = url
-        self.agent_cmd = list(agent_cmd)
+        # as given: a sandboxed command (SandboxedCommand) carries the agent's own argv
+        # and the environment it starts with (env_deny applied), which list() dropped
+        self.agent_cmd = agent_cmd
         self.upstream = upstream
         self.audit = audit
         self.token = token
