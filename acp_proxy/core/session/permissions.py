@@ -101,7 +101,7 @@ import attrs
 from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, PermissionsConfig
 from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.actions import AuditEvent
-from acp_proxy.core.session.places import OwnFiles, own_file_refusal
+from acp_proxy.core.session.places import OwnFiles, command_words, own_file_refusal
 from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.sdk_reading import TOOL_KINDS, PathResolver, read_args, tool_paths
 from acp_proxy.core.session.spellings import (
@@ -634,11 +634,13 @@ def _merged_audit(shapes: list[_Facts]) -> dict[str, str]:
 
 def _own_file(shapes: list[_Facts], own: OwnFiles) -> str | None:
     """Why a shape names the proxy's own file (a place, by path or identity, or in a
-    command line), or ``None``: :func:`~acp_proxy.core.session.places.own_file_refusal`."""
+    command line, as text or a word joined to its cwd), or ``None``:
+    :func:`~acp_proxy.core.session.places.own_file_refusal`."""
     return own_file_refusal(
         (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
         (x for s in shapes for x in (s.command, *s.commands) if x is not None),
         own,
+        [(s.cwd, command_words(s.commands, s.argv)) for s in shapes if s.command is not None],
     )
 
 
@@ -665,6 +667,7 @@ class _Facts(FrozenRecord):
     raw_path: str | None = None  # the place as given, before normalisation
     raw_cwd: str | None = None
     raw_paths: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()  # a terminal's command and args as given (own files' words)
 
 
 #: Why a governed request could not be decided on its fields.
@@ -787,6 +790,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         cwd = ws.resolve(cwd_text) if cwd_text is not None else None
         audit = _clean({"command": command, "cwd": cwd_text})
         commands: tuple[str, ...] = ()
+        argv: list[str] = []
         if command is not None:
             argv = [command] if args is None else [str(raw_command), *args]
             commands = _unique((*_argv_variants(argv, 0), *command_variants(command)))
@@ -802,6 +806,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
             commands=commands,
             disagreement=disagreement,
             raw_cwd=cwd_text,
+            argv=tuple(argv),
         )
     raw = params.get("path")
     raw_path = _str(raw)

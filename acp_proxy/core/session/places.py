@@ -28,19 +28,57 @@ resolved first would have to parse every request a second time.
   (``fs/*``, ``terminal/create``, ``session/request_permission``) while there
   are own files; a link or file made after the decision is not seen (the
   client opens the path later).
+- **Command words** (:func:`command_words`): a command line is matched as text
+  (an own file's path in it), and each of its words as a place: the argv of
+  a ``terminal/create`` and the words of every spelling deny rules read (its
+  ``sh -c`` scripts too), split as a shell would (``>``, ``|``, ``;`` cut
+  words), a ``--opt=PATH`` or ``VAR=PATH`` value and a ``>PATH`` redirection's
+  target too. Each is joined to the command's cwd and normalised
+  (``./audit.jsonl``, ``..``, ``//``), compared by path, then by identity (a
+  symbolic or hard link), at most :data:`MAX_WORDS_EXAMINED` identity checks
+  a request. Advisory, as every command rule: a shell can build any string
+  (``$HOME``, ``cd`` first, a variable); only the trivial spellings are caught.
+  A word names an own file, never the ``--watch-config`` directory itself
+  (``ls ..`` in a project is not refused for it).
 """
 
 from __future__ import annotations
 
+import functools
 import posixpath
+import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
 from acp_proxy.config.records import FrozenRecord
 
-__all__ = ["OwnFiles", "SameFile", "Unexamined", "own_file_hit", "own_file_refusal"]
+__all__ = [
+    "MAX_WORDS_EXAMINED",
+    "OwnFiles",
+    "SameFile",
+    "Unexamined",
+    "command_words",
+    "own_file_hit",
+    "own_file_refusal",
+    "word_places",
+]
+
+#: The most command words a request's identity check asks about (each is a ``stat``
+#: in the shell); the words after them are compared by path only.
+MAX_WORDS_EXAMINED = 64
+#: The longest path, and file name, a word may be to name a file (Linux's
+#: ``PATH_MAX`` and ``NAME_MAX``, in bytes): a longer one names none (the client's
+#: open fails too), so a long ``-m`` message is never asked about.
+_PATH_MAX, _NAME_MAX = 4095, 255
+#: A redirection before its target (``>``, ``2>>``, ``&>``, ``<``, ``>|``).
+_REDIRECT = re.compile(r"^[0-9]*[<>&]+\|?")
+#: The shell's control operators, which :func:`_split` cuts as words of their own.
+_OPERATORS = frozenset("();<>|&")
+#: A run of operators, or of other characters up to whitespace (a line without quotes).
+_WORD = re.compile(r"[();<>|&]+|[^\s();<>|&]+")
+_QUOTES = frozenset("'\"\\")
 
 
 @attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
@@ -89,7 +127,96 @@ def _fold(path: str) -> str:
     return posixpath.normpath(text.casefold()) if text.startswith("/") else text.casefold()
 
 
-def own_file_hit(places: Iterable[str], lines: Iterable[str], own: OwnFiles) -> str | None:
+def _normpath(path: str) -> str:
+    """:func:`posixpath.normpath`, and a leading ``//`` read as ``/`` (as Linux does)."""
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+@functools.lru_cache(maxsize=256)
+def _split(line: str) -> tuple[str, ...]:
+    """The words a POSIX shell reads in ``line``: quotes removed, control operators
+    (``>``, ``|``, ``;``, ``&&``) words of their own, a ``#`` kept as text; split at
+    whitespace when the line does not split (an open quote). A line without quotes
+    or backslashes is cut by :data:`_WORD` (the same words, without the lexer)."""
+    if not _QUOTES.intersection(line):
+        return tuple(_WORD.findall(line))
+    import shlex  # on first use (issue 29: start-up)
+
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return tuple(lexer)
+    except ValueError:
+        return tuple(line.split())
+
+
+def command_words(lines: Iterable[str], argv: Sequence[str] = ()) -> tuple[str, ...]:
+    """The words of a command that may name a place, each once, in order.
+
+    Args:
+        lines: the command's spellings (the line, its ``sh -c`` scripts and
+            wrapped argv: :func:`~acp_proxy.core.session.spellings.command_variants`),
+            each split as a shell would (:func:`_split`).
+        argv: its words as given (``terminal/create``'s ``command`` and ``args``),
+            read as they are.
+
+    Returns:
+        Every word, with a ``--opt=PATH`` / ``VAR=PATH`` word's value after it
+        and a redirection's target (``>PATH``, ``2>>PATH``); without options
+        (``-n``), control operators and words holding a NUL.
+    """
+    out: dict[str, None] = {}
+    for word in (*argv, *(w for line in lines for w in _split(line))):
+        if not word or "\0" in word or set(word) <= _OPERATORS:
+            continue
+        if not word.startswith("-"):
+            out[word] = None
+            target = _REDIRECT.sub("", word)
+            if target and target != word:
+                out[target] = None
+        _, eq, value = word.partition("=")
+        if eq and value:
+            out[value] = None
+    return tuple(out)
+
+
+def word_places(words: Iterable[str], cwd: str | None) -> tuple[tuple[str, str], ...]:
+    """Where each word points, joined to ``cwd``: ``(normalised, as joined)`` pairs.
+
+    Args:
+        words: :func:`command_words`.
+        cwd: the command's absolute, normalised working directory, or ``None``
+            (relative words are then left out).
+
+    Returns:
+        For each word: its join to ``cwd`` normalised (``..`` folded lexically,
+        ``//`` read as ``/``), for the path comparison; and as joined, for the
+        identity check (the kernel reads ``..`` after a link as the client's
+        shell will). An absolute word is not joined.
+    """
+    out: list[tuple[str, str]] = []
+    for word in words:
+        if word.startswith("/"):
+            joined = word
+        elif cwd is not None:
+            joined = posixpath.join(cwd, word)
+        else:
+            continue
+        out.append((_normpath(joined), joined))
+    return tuple(out)
+
+
+def _may_name_a_file(path: str) -> bool:
+    """False when ``path`` is too long to name a file (:data:`_PATH_MAX`, :data:`_NAME_MAX`)."""
+    data = path.encode("utf-8", "surrogatepass")
+    return len(data) <= _PATH_MAX and all(len(part) <= _NAME_MAX for part in data.split(b"/"))
+
+
+def own_file_hit(
+    places: Iterable[str], lines: Iterable[str], own: OwnFiles, words: Iterable[str] = ()
+) -> str | None:
     """The proxy's own file a request names, or ``None``.
 
     Args:
@@ -97,6 +224,9 @@ def own_file_hit(places: Iterable[str], lines: Iterable[str], own: OwnFiles) -> 
         lines: its command lines (a command naming an own file is refused too:
             advisory, as every command rule).
         own: the proxy's own files.
+        words: the places its command words name (absolute, normalised:
+            :func:`word_places`): each is an own file, or below one, or not
+            (never the ``--watch-config`` directory itself).
 
     Matching is case-folded, without format characters (as the deny rules
     read a path), so ``/etc/ACP-proxy.toml`` on a case-insensitive disk is caught.
@@ -114,10 +244,20 @@ def own_file_hit(places: Iterable[str], lines: Iterable[str], own: OwnFiles) -> 
         for key, (original, below) in folded.items():
             if below and key in low:
                 return original
+    for word in words:
+        here = _fold(word)
+        for key, (original, below) in folded.items():
+            if below and (here == key or here.startswith(key.rstrip("/") + "/")):
+                return original
     return None
 
 
-def own_file_refusal(places: Iterable[str], lines: Iterable[str], own: OwnFiles) -> str | None:
+def own_file_refusal(
+    places: Iterable[str],
+    lines: Iterable[str],
+    own: OwnFiles,
+    commands: Iterable[tuple[str | None, Sequence[str]]] = (),
+) -> str | None:
     """Why a request naming ``places`` and ``lines`` is refused for the proxy's own files,
     or ``None`` (the request is decided by the rules).
 
@@ -125,28 +265,50 @@ def own_file_refusal(places: Iterable[str], lines: Iterable[str], own: OwnFiles)
         places: the request's paths and cwds (normalised, and resolved).
         lines: its command lines (:func:`own_file_hit`).
         own: the proxy's own files.
+        commands: each command's cwd (absolute, normalised; ``None``: unknown)
+            and words (:func:`command_words`): each word is a place joined to
+            that cwd (:func:`word_places`).
 
     Returns:
-        ``"names the proxy's own file F"`` when a place or line names ``F`` by path
-        (:func:`own_file_hit`), or an absolute place is ``F`` by identity
-        (:attr:`OwnFiles.same_file`: a hard link, the same file by another path);
-        ``"P cannot be examined (why): fail closed"`` when an absolute place
-        ``P`` exists but its identity cannot be read; else ``None``. The identity
-        check is asked only when no path names an own file, once per place.
+        ``"names the proxy's own file F"`` when a place, line or word names ``F``
+        by path (:func:`own_file_hit`), or an absolute place or word is ``F`` by
+        identity (:attr:`OwnFiles.same_file`: a hard link, the same file by
+        another path, a symbolic link); ``"P cannot be examined (why): fail
+        closed"`` when an absolute place or word ``P`` exists but its identity
+        cannot be read; else ``None``. The identity check is asked only when no
+        path names an own file, once per place, places first, then at most
+        :data:`MAX_WORDS_EXAMINED` word places (a word too long to name a file
+        is not asked about).
     """
     if not own:
         return None
     places = list(places)
-    hit = own_file_hit(places, lines, own)
+    pointed = [p for cwd, words in commands for p in word_places(words, cwd)]
+    hit = own_file_hit(places, lines, own, (normal for normal, _ in pointed))
     same = own.same_file
-    if hit is None and same is not None:
-        for place in dict.fromkeys(places):
-            if not place.startswith("/") or "\0" in place:
-                continue  # relative: refused before (not an absolute path), never examined
-            found = same(place)
-            if isinstance(found, Unexamined):
-                return f"{place} cannot be examined ({found.why}): fail closed"
-            if found is not None:
-                hit = found
-                break
-    return None if hit is None else f"names the proxy's own file {hit}"
+    if hit is not None or same is None:
+        return None if hit is None else f"names the proxy's own file {hit}"
+    asked: set[str] = set()
+    for place in places:
+        if place in asked or not place.startswith("/") or "\0" in place:
+            continue  # relative: refused before (not an absolute path), never examined
+        asked.add(place)
+        found = same(place)
+        if isinstance(found, Unexamined):
+            return f"{place} cannot be examined ({found.why}): fail closed"
+        if found is not None:
+            return f"names the proxy's own file {found}"
+    budget = MAX_WORDS_EXAMINED
+    for place in (p for pair in pointed for p in pair):
+        if budget <= 0:
+            break
+        if place in asked or not _may_name_a_file(place):
+            continue
+        asked.add(place)
+        budget -= 1
+        found = same(place)
+        if isinstance(found, Unexamined):
+            return f"{place} cannot be examined ({found.why}): fail closed"
+        if found is not None and own.places.get(found, True):
+            return f"names the proxy's own file {found}"
+    return None

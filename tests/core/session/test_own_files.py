@@ -11,6 +11,8 @@ refused (fail closed); one that does not exist yet is decided on its path.
 
 from __future__ import annotations
 
+import posixpath
+import shlex
 from typing import Any
 
 import pytest
@@ -21,7 +23,15 @@ from acp_proxy.config import Config
 from acp_proxy.config.io import config_from_dict
 from acp_proxy.core.engine import ProxyCore
 from acp_proxy.core.session.permissions import Policy, SessionContext, Workspace, answer_frame
-from acp_proxy.core.session.places import OwnFiles, Unexamined, own_file_refusal
+from acp_proxy.core.session.places import (
+    MAX_WORDS_EXAMINED,
+    OwnFiles,
+    Unexamined,
+    _split,
+    command_words,
+    own_file_refusal,
+    word_places,
+)
 from tests.support import corekit as kit
 
 AUDIT = "/logs/audit.jsonl"
@@ -191,3 +201,194 @@ def test_the_engine_answers_the_agent_the_same_for_the_link_as_for_the_file(
     out = core.receive(kit.AGENT, ok, 1.0)
     assert kit.sends(out, kit.CLIENT) == [ok]
     assert kit.sends(out, kit.AGENT) == []
+
+
+# ------------------------------------------------------------------ command words
+
+
+def terminal(command: str, args: list[str], cwd: str, own: OwnFiles) -> Any:
+    return decide("terminal/create", {"command": command, "args": args, "cwd": cwd}, own)
+
+
+#: (command, args, cwd): the audit log by a spelling its full path's text is not in.
+SPELLINGS = [
+    ("cat", ["./audit.jsonl"], "/logs"),
+    ("cat", ["audit.jsonl"], "/logs"),
+    ("./audit.jsonl", [], "/logs"),
+    ("cat", ["/logs/sub/../audit.jsonl"], "/ws"),
+    ("cat", ["../../logs//audit.jsonl"], "/ws/deep"),
+    ("cat", ["/logs//audit.jsonl"], "/ws"),
+    ("cat", ["/logs/./audit.jsonl"], "/ws"),
+    ("cat", ["./AUDIT.jsonl"], "/logs"),
+    ("sh", ["-c", "cat ./audit.jsonl | wc -l"], "/logs"),
+    ("bash", ["-lc", "echo forged>>audit.jsonl"], "/logs"),
+    ("env", ["X=1", "sh", "-c", "tail -f ./audit.jsonl"], "/logs"),
+    ("tool", ["--log=./audit.jsonl"], "/logs"),
+    ("sh", ["-c", "cat <./audit.jsonl"], "/logs"),
+    ("cat", ["my dir/../audit.jsonl"], "/logs"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "cwd"), SPELLINGS)
+def test_a_command_word_naming_the_audit_log_relative_to_its_cwd_is_refused(
+    command: str, args: list[str], cwd: str
+) -> None:
+    """Each word joined to the cwd and normalised is compared by path: refused
+    without asking the disk (the line's text alone misses every one of them)."""
+    disk = FakeDisk({})
+    d = terminal(command, args, cwd, own_with(disk))
+    assert (d.disposition, d.forced, d.reason) == ("refuse", True, DIRECT_REASON)
+    assert disk.asked == []
+    line = " ".join([command, *args])
+    assert own_file_refusal([cwd], [line], own_with(None)) is None  # the text check misses it
+
+
+def test_a_v2_command_subject_s_words_are_read_against_its_cwd() -> None:
+    subject = {"type": "command", "command": "cat ./audit.jsonl", "cwd": "/logs"}
+    options = [{"optionId": "no", "name": "No", "kind": "reject_once"}]
+    d = decide(
+        "session/request_permission", {"subject": subject, "options": options}, own_with(None)
+    )
+    assert (d.disposition, d.reason) == ("refuse", DIRECT_REASON)
+
+
+@pytest.mark.parametrize(
+    ("args", "cwd", "answers"),
+    [
+        (["hard-link"], "/ws", {HARD: AUDIT}),  # a hard link, by a bare name
+        (["./logdir/audit.jsonl"], "/ws", {THROUGH: AUDIT}),  # through a linked directory
+        (["--in=alias"], "/ws", {"/ws/alias": AUDIT}),  # a symbolic link to the file
+        (["/ws/x/../hard-link"], "/", {"/ws/x/../hard-link": AUDIT}),  # `..` as the kernel reads
+    ],
+)
+def test_a_command_word_that_is_the_audit_log_by_identity_is_refused(
+    args: list[str], cwd: str, answers: dict[str, str | Unexamined | None]
+) -> None:
+    disk = FakeDisk(answers)
+    d = terminal("cat", args, cwd, own_with(disk))
+    assert (d.disposition, d.forced, d.reason) == ("refuse", True, DIRECT_REASON)
+    assert terminal("cat", args, cwd, own_with(None)).disposition == "forward"  # by path: missed
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "cwd"),
+    [
+        ("cat", ["audit.jsonl"], "/ws"),  # the same name in another directory
+        ("cat", ["old-audit.jsonl", "audit.jsonl.1"], "/logs"),  # a longer name beside it
+        ("cat", ["/other/audit.jsonl", "../audit.jsonl"], "/logs"),
+        ("ls", ["-la", "/logs"], "/ws"),  # the log's directory is not the log
+        ("git", ["commit", "-m", "rotate audit.jsonl"], "/ws"),
+        ("sh", ["-c", "grep -r audit.jsonl src > out.txt && make test"], "/ws"),
+        ("python3", ["-m", "pytest", "-q", "tests/"], "/ws"),
+    ],
+)
+def test_a_command_that_does_not_name_an_own_file_is_forwarded(
+    command: str, args: list[str], cwd: str
+) -> None:
+    """Its words are asked about (the disk knows none of them) and it reaches the client."""
+    disk = FakeDisk({})
+    d = terminal(command, args, cwd, own_with(disk))
+    assert (d.disposition, d.reason, d.forced) == ("forward", "no rule matched", False)
+    assert f"{cwd.rstrip('/')}/{args[-1]}" in disk.asked or args[-1] in disk.asked
+
+
+def test_a_word_that_cannot_be_examined_is_refused_fail_closed() -> None:
+    disk = FakeDisk({"/ws/locked/x": Unexamined("Permission denied")})
+    d = terminal("cat", ["locked/x"], "/ws", own_with(disk))
+    assert (d.disposition, d.forced) == ("refuse", True)
+    assert d.reason == "/ws/locked/x cannot be examined (Permission denied): fail closed"
+
+
+def test_a_word_too_long_to_name_a_file_is_not_asked_about() -> None:
+    """A long ``-m`` message is no file (the client's open would fail too): never
+    refused because the disk cannot examine it."""
+    long = "a long message " * 20  # one name of 300 bytes
+    disk = FakeDisk({f"/ws/{long}": Unexamined("File name too long")})
+    d = terminal("git", ["commit", "-m", long], "/ws", own_with(disk))
+    assert d.disposition == "forward"
+    assert f"/ws/{long}" not in disk.asked
+    assert "/ws/git" in disk.asked
+
+
+def test_a_word_naming_the_watched_config_directory_is_not_refused() -> None:
+    """``--watch-config``'s directory is protected as a place (a terminal there), not
+    as a word: ``ls ..`` from a project subdirectory passes; its config does not."""
+    own = OwnFiles({AUDIT: True, "/proj/acp.toml": True, "/proj": False}, FakeDisk({}))
+    assert terminal("ls", [".."], "/proj/src", own).disposition == "forward"
+    assert terminal("cp", ["x", "../acp.toml"], "/proj/src", own).reason == (
+        "names the proxy's own file /proj/acp.toml"
+    )
+    by_identity = OwnFiles({AUDIT: True, "/proj": False}, FakeDisk({"/ws/to-proj": "/proj"}))
+    assert terminal("ls", ["to-proj"], "/ws", by_identity).disposition == "forward"
+    assert terminal("ls", ["."], "/ws/to-proj", by_identity).disposition == "refuse"  # its cwd
+
+
+def test_words_are_asked_after_the_places_each_once_and_at_most_the_budget() -> None:
+    disk = FakeDisk({})
+    many = [f"f{i}" for i in range(2 * MAX_WORDS_EXAMINED)]
+    assert own_file_refusal(["/ws"], [], own_with(disk), [("/ws", ["/ws", "a", "a", *many])]) is (
+        None
+    )
+    assert disk.asked[:2] == ["/ws", "/ws/a"]
+    assert len(disk.asked) == 1 + MAX_WORDS_EXAMINED
+    assert len(set(disk.asked)) == len(disk.asked)
+    last = f"/ws/f{2 * MAX_WORDS_EXAMINED - 1}"  # not asked, still compared by path
+    assert own_file_refusal([], [], OwnFiles({last: True}, disk), [("/ws", many)]) is not None
+
+
+def test_relative_words_without_a_cwd_are_left_out() -> None:
+    assert word_places(["a", "/b//c/../d", "./e"], None) == (("/b/d", "/b//c/../d"),)
+    assert word_places(["./a", "b/../c"], "/w") == (("/w/a", "/w/./a"), ("/w/c", "/w/b/../c"))
+    assert word_places(["//x/./y"], "/w") == (("/x/y", "//x/./y"),)
+
+
+def test_command_words_read_options_values_redirections_and_scripts() -> None:
+    words = command_words(["sh -c 'a>b; c 2>>d|e --f=g'", "a>b; c 2>>d|e --f=g"], ["sh", ">x"])
+    assert words[:3] == ("sh", ">x", "x")  # the argv as given first, a redirection's target
+    assert {"a", "b", "c", "d", "e", "g", "a>b; c 2>>d|e --f=g"} <= set(words)
+    assert not set(words) & {">", ";", "2>>", "|", "-c", "--f=g"}  # operators, options
+    assert command_words(["cat 'it"], ["cat", "it's"]) == ("cat", "it's", "'it")  # open quote
+    assert command_words(["a\0b c"]) == ("c",)
+
+
+@given(st.text(alphabet="ab/.-=~*?# \t\n();<>|&$", max_size=24))
+def test_a_line_without_quotes_splits_as_the_shell_lexer_splits_it(line: str) -> None:
+    """The fast cut of a quote-free line gives the words :mod:`shlex` gives."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    _split.cache_clear()
+    assert _split(line) == tuple(lexer)
+
+
+@given(
+    st.sampled_from(["/", "/logs", "/ws", "/ws/deep/er", "/logs/sub"]),
+    st.lists(st.sampled_from(["", ".", "x/.."]), max_size=4),
+    st.sampled_from([("audit.jsonl", "refuse"), ("old-audit.jsonl", "forward")]),
+)
+def test_any_lexical_spelling_of_the_log_is_refused_and_of_a_neighbour_forwarded(
+    cwd: str, noise: list[str], name: tuple[str, str]
+) -> None:
+    """The path from ``cwd`` to ``/logs/NAME`` with ``./``, ``//`` and ``x/..`` put in
+    (``/logs/audit.jsonl.bak`` is not the neighbour: the line's text check refuses it)."""
+    parts = posixpath.relpath(f"/logs/{name[0]}", cwd).split("/")
+    spelled = "/".join([parts[0], *noise, *parts[1:]]) if len(parts) > 1 else parts[0]
+    if len(parts) == 1:  # beside the cwd: ./NAME, .//NAME, ./x/../NAME
+        spelled = "/".join([".", *noise, parts[0]])
+    d = terminal("cat", [spelled], cwd, own_with(FakeDisk({})))
+    assert d.disposition == name[1], (cwd, spelled)
+
+
+def test_the_engine_refuses_a_terminal_naming_the_log_by_a_relative_word() -> None:
+    """Nothing to the client, the own-file refusal to the agent; a normal command passes."""
+    core = engine(FakeDisk({}))
+    params = {"sessionId": "S", "command": "cat", "args": ["./audit.jsonl"], "cwd": "/logs"}
+    out = core.receive(kit.AGENT, kit.req(5, "terminal/create", params), 1.0)
+    assert kit.sends(out, kit.CLIENT) == []
+    [answer] = kit.sends(out, kit.AGENT)
+    assert "own file" in kit.decoded(answer)["error"]["message"]
+    [record] = kit.audits(out, "request_refused")
+    assert record.fields["reason"] == DIRECT_REASON
+    ok = kit.req(6, "terminal/create", {**params, "args": ["./main.py"], "cwd": "/ws"})
+    out = core.receive(kit.AGENT, ok, 1.0)
+    assert kit.sends(out, kit.CLIENT) == [ok]
