@@ -1,9 +1,28 @@
 """A scripted ACP agent for ``acp-proxy demo`` (stdlib only).
 
 Run as ``python -m acp_proxy.demo.agent``: newline-delimited JSON-RPC on
-stdin/stdout, protocol v2 shapes (it accepts whatever ``protocolVersion`` the
-client asks for and answers with it). It misbehaves on purpose, the way real
-agents do, so that the proxy has something to fix:
+stdin/stdout. It speaks what ``initialize`` negotiated (``protocolVersion`` 1
+is answered 1, anything else 2, the newest it supports) and what the client
+advertised:
+
+- **v2** (``acp-proxy demo`` runs it so): ``info`` and ``capabilities`` in the
+  ``initialize`` result, ``state_update`` reports, child sessions announced with
+  ``subagent_update`` (every v2 client handles them), ``session/prompt``
+  answered at acceptance with ``{messageId}``, ``session/request_permission``
+  with a ``title`` and a ``subject``.
+- **v1**: ``agentInfo`` and ``agentCapabilities`` (``sessionCapabilities.resume``)
+  in the ``initialize`` result, only session update kinds of the stable v1
+  schema, never ``state_update``; ``session/prompt`` answered with
+  ``{stopReason}`` once the turn is over; ``session/request_permission`` with a
+  ``toolCall`` (announced first with a ``tool_call`` update) and no ``subject``.
+  Child sessions exist only for a client that advertised
+  ``clientCapabilities.subagents`` (an object, ``{}`` will do): to any other v1
+  client the agent sends no ``subagent_update`` and nothing on a child session
+  (PROTOCOL.md section 4), and it answers requests naming a child ``-32002``.
+
+It misbehaves on purpose, the way real agents do, so that the proxy has
+something to fix (the child-session parts only where children are allowed,
+``state_update`` only in v2):
 
 - ``session/new``: sends a ``session/update`` for the new session *before*
   the response that tells the client its id.
@@ -21,13 +40,20 @@ agents do, so that the proxy has something to fix:
   session starts with a ``subagent_update`` per child carrying its complete
   current ``capabilities`` (after the response, so they grant again). Until
   then the children's grants stay revoked, which the demo shows.
+- a ``session/prompt`` whose prompt mentions ``tools``: two
+  ``session/request_permission`` requests, a web fetch and an edit (the demo's
+  policy denies the fetch: the proxy answers it). v2 answers the prompt at
+  once; v1 waits for both answers (reporting each tool call ``completed`` when
+  an ``allow`` option was selected, else ``failed``) and answers ``end_turn``,
+  or ``cancelled`` on a ``session/cancel`` of the session meanwhile.
 
 Every request gets an answer (unknown methods: ``-32601``). When the
 environment variable ``ACP_PROXY_DEMO_AGENT_LOG`` names a file, every message
 received (``"in"``) and sent (``"out"``) is appended to it as a JSON line
 ``{"dir": ..., "message": ...}``, so the demo can show what really reached the
 agent; messages sent early or as duplicates on purpose carry a ``"note"``
-(``"early"`` / ``"duplicate"``). Exits 0 at end of input.
+(``"early"`` / ``"duplicate"``; permission requests ``"permission"``). Exits 0
+at end of input.
 """
 
 from __future__ import annotations
@@ -47,6 +73,8 @@ SEARCH = "sess_search"
 PERMISSION = "session/request_permission"
 REVIEW = "sess_review"
 
+INFO = {"name": "acp-proxy-demo-agent", "title": "acp-proxy demo agent", "version": "1.0.0"}
+
 JsonObj = dict[str, Any]
 
 
@@ -64,12 +92,17 @@ class DemoAgent:
     Args:
         out: where messages go (one JSON line each, flushed).
         log: optional log of every message in and out.
+
+    Until ``initialize`` it behaves as a v2 agent (:attr:`version` 2).
     """
 
     def __init__(self, out: IO[str], log: IO[str] | None = None) -> None:
         self._out = out
         self._log = log
-        self._version: int = 2
+        self.version: int = 2
+        """The negotiated protocol version: 1 or 2."""
+        self.subagents: bool = True
+        """Whether child sessions may be shown: v2, or v1 with ``clientCapabilities.subagents``."""
         self._sessions: list[str] = []
         self._children: dict[str, str] = {}  # child -> parent
         # child -> its announcement fields as last sent: {"title", "description",
@@ -78,6 +111,10 @@ class DemoAgent:
         # sessions resumed whose children have not been re-announced since
         self._resumed: set[str] = set()
         self._prompts = 0
+        # v1 only: the tools turn waiting for permission answers: (prompt id, session id),
+        # and the permission requests still unanswered: request id -> toolCallId
+        self._turn: tuple[Any, str] | None = None
+        self._asks: dict[str, str] = {}
 
     # ------------------------------------------------------------- output
 
@@ -101,6 +138,14 @@ class DemoAgent:
         self._send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
 
     def _update(self, session_id: str, update: JsonObj, note: str | None = None) -> None:
+        """Sends one ``session/update``, unless the negotiated version and the client's
+        capabilities forbid it: ``state_update`` only in v2; ``subagent_update`` and
+        anything on a child session only when :attr:`subagents`."""
+        kind = update.get("sessionUpdate")
+        if kind == "state_update" and self.version == 1:
+            return
+        if not self.subagents and (kind == "subagent_update" or session_id in self._children):
+            return
         self._send(
             {
                 "jsonrpc": "2.0",
@@ -126,7 +171,8 @@ class DemoAgent:
             return
         method = msg.get("method")
         if not isinstance(method, str):
-            return  # a response to a request we never sent: ignore
+            self._answered(msg)
+            return
         params = msg.get("params")
         if not isinstance(params, dict):
             params = {}
@@ -136,36 +182,47 @@ class DemoAgent:
             self._cancel(params)
 
     def _request(self, rid: Any, method: str, params: JsonObj) -> None:
+        sid = params.get("sessionId")
         if method == "initialize":
-            pv = params.get("protocolVersion")
-            if type(pv) is int:
-                self._version = pv
+            self._initialize(rid, params)
+        elif method == "session/new":
+            new = PARENT if not self._sessions else f"{PARENT}_{len(self._sessions) + 1}"
+            self._sessions.append(new)
+            # Too early: the client cannot know this session id yet.
+            self._update(new, _text_chunk("m-warmup", "warming up"), "early")
+            self._result(rid, {"sessionId": new})
+        elif method == "session/prompt" and "tools" in json.dumps(params.get("prompt")):
+            self._tools(rid, sid)
+        elif method == "session/prompt":
+            self._prompt(rid, sid)
+        elif method == "session/resume":
+            self._resume(rid, sid)
+        else:
+            self._error(rid, -32601, f"method not found: {method}")
+
+    def _initialize(self, rid: Any, params: JsonObj) -> None:
+        """Negotiates the version (1 if asked, else 2) and, in v1, whether the client
+        opted into subagents (``clientCapabilities.subagents`` an object)."""
+        asked = params.get("protocolVersion")
+        self.version = 1 if type(asked) is int and asked == 1 else 2
+        if self.version == 1:
+            caps = params.get("clientCapabilities")
+            self.subagents = isinstance(caps, dict) and isinstance(caps.get("subagents"), dict)
             self._result(
                 rid,
                 {
-                    "protocolVersion": self._version,
-                    "info": {
-                        "name": "acp-proxy-demo-agent",
-                        "title": "acp-proxy demo agent",
-                        "version": "1.0.0",
+                    "protocolVersion": 1,
+                    "agentCapabilities": {
+                        "loadSession": False,
+                        "sessionCapabilities": {"resume": {}},
                     },
-                    "capabilities": {},
+                    "authMethods": [],
+                    "agentInfo": dict(INFO),
                 },
             )
-        elif method == "session/new":
-            sid = PARENT if not self._sessions else f"{PARENT}_{len(self._sessions) + 1}"
-            self._sessions.append(sid)
-            # Too early: the client cannot know this session id yet.
-            self._update(sid, _text_chunk("m-warmup", "warming up"), "early")
-            self._result(rid, {"sessionId": sid})
-        elif method == "session/prompt" and "tools" in json.dumps(params.get("prompt")):
-            self._tools(rid, params.get("sessionId"))
-        elif method == "session/prompt":
-            self._prompt(rid, params.get("sessionId"))
-        elif method == "session/resume":
-            self._resume(rid, params.get("sessionId"))
-        else:
-            self._error(rid, -32601, f"method not found: {method}")
+            return
+        self.subagents = True
+        self._result(rid, {"protocolVersion": 2, "info": dict(INFO), "capabilities": {}})
 
     def _prompt(self, rid: Any, sid: Any) -> None:
         self._prompts += 1
@@ -184,6 +241,14 @@ class DemoAgent:
         running = {"sessionUpdate": "state_update", "state": "running"}
         self._update(sid, running)
         self._update(sid, dict(running), "duplicate")
+        if not self.subagents:
+            # A v1 client that did not opt into subagents: the work is done in the session.
+            self._update(sid, _text_chunk("m-plan", "I'll look this up and review the patch."))
+            self._update(
+                sid, _text_chunk("m-done", "Found the session API; 2 problems in the diff.")
+            )
+            self._prompt_result(rid, user_message)
+            return
         self._update(sid, _text_chunk("m-plan", "I'll split this between two helpers."))
         # Early child traffic: a message of sess_search before its announcement.
         self._update(
@@ -283,21 +348,38 @@ class DemoAgent:
         self._prompt_result(rid, user_message)
 
     def _tools(self, rid: Any, sid: Any) -> None:
-        """A prompt asking for tools: two ``session/request_permission`` requests (v2
-        ``subject``), a web fetch (the demo's policy denies it: the proxy answers) and
-        an edit (no rule: the client is asked), then the prompt's answer."""
+        """A prompt asking for tools: two ``session/request_permission`` requests, a web
+        fetch (the demo's policy denies it: the proxy answers) and an edit (no rule: the
+        client is asked). v2: a ``title`` and a ``subject``, then the prompt's answer at
+        once. v1: each tool call announced with a ``tool_call`` update, the request
+        naming it in ``toolCall``; the prompt is answered once both are (:meth:`_answered`)."""
         self._prompts += 1
-        for kind, title in (("fetch", "Fetch https://example.com"), ("edit", "Edit README.md")):
+        if self.version == 1:
+            if not isinstance(sid, str) or sid not in self._sessions:
+                self._error(rid, -32002, f"session not found: {sid!r}")
+                return
+            self._turn = (rid, sid)
+        for kind, title, raw in (
+            ("fetch", "Fetch https://example.com", {"url": "https://example.com"}),
+            ("edit", "Edit README.md", {"path": "README.md"}),
+        ):
             call = {"toolCallId": f"call-{kind}", "name": kind, "kind": kind, "title": title}
-            params = {
-                "sessionId": sid,
-                "title": f"Allow: {title}?",
-                "subject": {"type": "tool_call", "toolCall": call},
-                "options": [
-                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-                ],
-            }
+            options = [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ]
+            if self.version == 1:
+                tool_call = {"sessionUpdate": "tool_call", **call}
+                self._update(sid, {**tool_call, "status": "pending", "rawInput": raw})
+                params: JsonObj = {"sessionId": sid, "toolCall": call, "options": options}
+                self._asks[f"perm-{kind}"] = call["toolCallId"]
+            else:
+                params = {
+                    "sessionId": sid,
+                    "title": f"Allow: {title}?",
+                    "subject": {"type": "tool_call", "toolCall": call},
+                    "options": options,
+                }
             message = {
                 "jsonrpc": "2.0",
                 "id": f"perm-{kind}",
@@ -305,19 +387,51 @@ class DemoAgent:
                 "params": params,
             }
             self._send(message, "permission")
-        self._prompt_result(rid, f"m-user-{self._prompts}")
+        if self.version != 1:
+            self._prompt_result(rid, f"m-user-{self._prompts}")
+
+    def _answered(self, msg: JsonObj) -> None:
+        """A response from the client. v1: the answer to a pending permission request
+        reports its tool call ``completed`` (option ``allow`` selected) or ``failed``
+        and, once none is pending, ends the tools turn (``end_turn``). Anything else is
+        ignored."""
+        rid = msg.get("id")
+        call = self._asks.pop(rid, None) if isinstance(rid, str) else None
+        if call is None or self._turn is None:
+            return
+        prompt_id, sid = self._turn
+        result = msg.get("result")
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        chosen = outcome.get("optionId") if isinstance(outcome, dict) else None
+        allowed = (
+            isinstance(outcome, dict) and outcome.get("outcome") == "selected" and chosen == "allow"
+        )
+        status = "completed" if allowed else "failed"
+        self._update(
+            sid, {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": status}
+        )
+        if not self._asks:
+            self._turn = None
+            self._result(prompt_id, {"stopReason": "end_turn"})
 
     def _children_of(self, sid: str) -> list[str]:
         return [c for c, parent in self._children.items() if parent == sid]
 
     def _prompt_result(self, rid: Any, user_message: str) -> None:
-        if self._version == 1:
+        if self.version == 1:
             self._result(rid, {"stopReason": "end_turn"})
         else:
             self._result(rid, {"messageId": user_message})
 
     def _cancel(self, params: JsonObj) -> None:
         sid = params.get("sessionId")
+        if self._turn is not None and sid == self._turn[1]:
+            # v1: the tools turn ends cancelled; later permission answers are ignored.
+            rid, _ = self._turn
+            self._turn = None
+            self._asks.clear()
+            self._result(rid, {"stopReason": "cancelled"})
+            return
         if not isinstance(sid, str) or sid not in self._children:
             return
         idle = {"state": "idle", "stopReason": "cancelled"}
