@@ -18,7 +18,7 @@ advertised:
   Child sessions exist only for a client that advertised
   ``clientCapabilities.subagents`` (an object, ``{}`` will do): to any other v1
   client the agent sends no ``subagent_update`` and nothing on a child session
-  (PROTOCOL.md section 4), and it answers requests naming a child ``-32002``.
+  (docs/protocol.md section 4), and it answers requests naming a child ``-32002``.
 
 It misbehaves on purpose, the way real agents do, so that the proxy has
 something to fix (the child-session parts only where children are allowed,

@@ -1,10 +1,10 @@
 """What each protocol version lets an agent send, for the demo agent's tests
 (``tests/test_demo_agent.py``, ``tests/interop/test_sdk_demo_agent.py``).
 
-The sets are copied from the schemas in ``/work/shared/acp-schema`` (npm
-``@agentclientprotocol/sdk`` 2.4.0): ``$defs.SessionUpdate`` and
-``$defs.InitializeResponse.properties`` of ``v1/schema.json``,
-``v1/schema.unstable.json`` and ``v2/schema.json``.
+The sets are copied from the schemas published with the TypeScript SDK 2.4.0
+(``npm pack @agentclientprotocol/sdk``, ``schema/``; docs/protocol.md follows the
+same version): ``$defs.SessionUpdate`` and ``$defs.InitializeResponse.properties``
+of ``v1/schema.json``, ``v1/schema.unstable.json`` and ``v2/schema.json``.
 """
 
 from __future__ import annotations
