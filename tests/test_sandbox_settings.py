@@ -167,3 +167,22 @@ def test_an_agent_reads_its_own_login_but_no_other_agents() -> None:
     )
     assert len(other_agents_credentials(["my-agent", "--model", "claude"])) == 3
     assert len(other_agents_credentials([])) == 3
+
+
+def test_connection_strings_pats_and_the_otlp_headers_are_stripped_too() -> None:
+    """Secrets found passing the default env_deny by a hostile review: a personal access
+    token, the OTLP exporter's headers (the proxy's collector credentials), connection
+    strings; a URL the agents need (their model endpoint) still passes."""
+    environ = {
+        "GITHUB_PAT": "p",
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer x",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x",
+        "REDIS_URL": "redis://:pw@h",
+        "DATABASE_URL": "postgres://u:pw@h/db",
+        "SENTRY_DSN": "https://key@sentry",
+        "OLLAMA_BASE_URL": "http://model.local:11434",
+        "PATH": "/bin",
+    }
+    env, stripped = agent_environment(SandboxConfig(), environ, {})
+    assert env == {"OLLAMA_BASE_URL": "http://model.local:11434", "PATH": "/bin"}
+    assert len(stripped) == 6

@@ -954,6 +954,12 @@ DEFAULT_SANDBOX_ENV_DENY: tuple[str, ...] = (
     "*_AUTH",
     "*_AUTH_*",
     "*COOKIE*",
+    "*_PAT",  # personal access tokens (GITHUB_PAT)
+    "*_PAT_*",
+    "OTEL_EXPORTER_OTLP*HEADERS",  # the collector's credentials (the proxy's own)
+    "*DATABASE_URL*",  # connection strings with a password in them
+    "REDIS_URL",
+    "*_DSN",  # SENTRY_DSN and the like carry a key
 )
 
 #: ``[sandbox] env_allow`` default: the model-API credentials the common agents need
