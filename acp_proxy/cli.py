@@ -516,8 +516,7 @@ def _confine(
     if audit is not None:
         audit.write(Audit(AuditEvent.SANDBOX_STARTED, None, sandbox.record()))
         chained = audit.chained
-        root = None if chained is None else writable_root_of(cfg, chained.path)
-        if chained is not None and root is not None:
+        if chained is not None and (root := writable_root_of(cfg, chained.path)) is not None:
             # the engine hides the file there now; one made after a rotation it would not
             chained.reopen_refused = (
                 f"it lies inside {root}, which the sandboxed agent may write; keep the "

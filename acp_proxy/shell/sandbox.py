@@ -177,19 +177,16 @@ def _touch(path: str) -> None:
     os.close(fd)
 
 
-def _writable_roots(config: Config) -> list[str]:
-    """The real paths the agent may write: workspace roots and ``[sandbox] writable``."""
-    return [root for root, _why in _named_writable_roots(config)]
-
-
 def writable_root_of(config: Config, path: str) -> str | None:
     """The root the sandboxed agent may write (a workspace root or a ``[sandbox]
     writable`` path, real) that ``path`` (its real path) lies in, or ``None``."""
-    return _inside(os.path.realpath(path), _writable_roots(config))
+    roots = [root for root, _why in _named_writable_roots(config)]
+    return _inside(os.path.realpath(path), roots)
 
 
 def _named_writable_roots(config: Config) -> list[tuple[str, str]]:
-    """:func:`_writable_roots`, each with what makes it writable (for an error's reader)."""
+    """The real paths the agent may write (workspace roots and ``[sandbox] writable``),
+    each with what makes it writable (for an error's reader)."""
     cwd, home = os.getcwd(), os.path.expanduser("~")
     here = os.path.realpath(cwd)
     named = [
@@ -286,16 +283,16 @@ atexit.register(remove_private_dirs)
 ENGINE_TOOLS = ("which", "bwrap", "socat", "rg", "bash")
 
 
-def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
+def _check_out_of_reach(named: list[tuple[str, str]], engine_argv: Sequence[str]) -> None:
     """Refuses code the agent could rewrite that runs unconfined at the next start: the
     proxy's own Python and packages, the engine, its package and its interpreter, and
     the tools the engine runs (:data:`ENGINE_TOOLS`; srt's README: install it outside
     writable paths) and ``unshare``, the launcher.
 
     Raises:
-        SandboxUnavailable: one of them lies in a workspace or writable path.
+        SandboxUnavailable: one of them lies in a workspace or writable path (``named``:
+            :func:`_named_writable_roots`).
     """
-    named = _named_writable_roots(config)
     roots = [root for root, _why in named]
     here = os.path.dirname(os.path.realpath(__file__))
     ours = [
@@ -328,7 +325,12 @@ def _check_out_of_reach(config: Config, engine_argv: Sequence[str]) -> None:
             )
 
 
-def _check_own_files_fixed(config: Config, config_file: str | None, log_file: str | None) -> None:
+def _check_own_files_fixed(
+    config: Config,
+    named: list[tuple[str, str]],
+    config_file: str | None,
+    log_file: str | None,
+) -> None:
     """Refuses a proxy's own file reached through a symbolic link that lies in a directory
     the agent may write: the engine hides the file the link leads to (a mount over it:
     it cannot be written, removed or renamed, nor can the directories around it), not
@@ -336,9 +338,9 @@ def _check_own_files_fixed(config: Config, config_file: str | None, log_file: st
     reload, its own file (its config, the sandbox off).
 
     Raises:
-        SandboxUnavailable: such a file, named with the link.
+        SandboxUnavailable: such a file, named with the link (``named``:
+            :func:`_named_writable_roots`).
     """
-    named = _named_writable_roots(config)
     roots = [root for root, _why in named]
     cwd, home = os.getcwd(), os.path.expanduser("~")
     for own in protected_files(
@@ -466,8 +468,9 @@ def prepare_sandbox(
         )
     engine = os.path.abspath(engine)
     argv = _engine_argv(engine)
-    _check_out_of_reach(config, argv)
-    _check_own_files_fixed(config, config_file, log_file)
+    named = _named_writable_roots(config)
+    _check_out_of_reach(named, argv)
+    _check_own_files_fixed(config, named, config_file, log_file)
     launcher = (*_launcher(), *argv)
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
         version_job = pool.submit(_run, [*argv, "--version"], f"{engine} --version")
