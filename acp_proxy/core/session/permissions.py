@@ -102,6 +102,7 @@ from acp_proxy.config.model import PERMISSION_METHODS, PermissionRule, Permissio
 from acp_proxy.config.records import FrozenRecord
 from acp_proxy.core.actions import AuditEvent
 from acp_proxy.core.session.places import OwnFiles, command_words, own_file_refusal
+from acp_proxy.core.session.places import normpath as _normpath
 from acp_proxy.core.session.registry import Registry
 from acp_proxy.core.session.sdk_reading import TOOL_KINDS, PathResolver, read_args, tool_paths
 from acp_proxy.core.session.spellings import (
@@ -185,12 +186,6 @@ class Workspace(FrozenRecord):
 def is_absolute(path: str) -> bool:
     """True for an absolute POSIX path (``/`` first, no NUL): what ACP requires."""
     return path.startswith("/") and "\0" not in path
-
-
-def _normpath(path: str) -> str:
-    """:func:`posixpath.normpath`, and a leading ``//`` read as ``/`` (as Linux does)."""
-    path = posixpath.normpath(path)
-    return "/" + path.lstrip("/") if path.startswith("//") else path
 
 
 def workspace_from_params(params: Mapping[str, Any] | None) -> Workspace:

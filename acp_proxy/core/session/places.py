@@ -60,6 +60,7 @@ __all__ = [
     "SameFile",
     "Unexamined",
     "command_words",
+    "normpath",
     "own_file_hit",
     "own_file_refusal",
     "word_places",
@@ -127,7 +128,7 @@ def _fold(path: str) -> str:
     return posixpath.normpath(text.casefold()) if text.startswith("/") else text.casefold()
 
 
-def _normpath(path: str) -> str:
+def normpath(path: str) -> str:
     """:func:`posixpath.normpath`, and a leading ``//`` read as ``/`` (as Linux does)."""
     path = posixpath.normpath(path)
     return "/" + path.lstrip("/") if path.startswith("//") else path
@@ -204,7 +205,7 @@ def word_places(words: Iterable[str], cwd: str | None) -> tuple[tuple[str, str],
             joined = posixpath.join(cwd, word)
         else:
             continue
-        out.append((_normpath(joined), joined))
+        out.append((normpath(joined), joined))
     return tuple(out)
 
 
@@ -289,26 +290,30 @@ def own_file_refusal(
     if hit is not None or same is None:
         return None if hit is None else f"names the proxy's own file {hit}"
     asked: set[str] = set()
-    for place in places:
-        if place in asked or not place.startswith("/") or "\0" in place:
-            continue  # relative: refused before (not an absolute path), never examined
+
+    def examined(place: str, whole_files_only: bool) -> str | None:
+        """The refusal the identity of ``place`` gives, or ``None``; a word names an
+        own file, never the watched directory itself (``whole_files_only``)."""
         asked.add(place)
         found = same(place)
         if isinstance(found, Unexamined):
             return f"{place} cannot be examined ({found.why}): fail closed"
-        if found is not None:
+        if found is not None and (not whole_files_only or own.places.get(found, True)):
             return f"names the proxy's own file {found}"
+        return None
+
+    for place in places:
+        if place in asked or not place.startswith("/") or "\0" in place:
+            continue  # relative: refused before (not an absolute path), never examined
+        if (why := examined(place, False)) is not None:
+            return why
     budget = MAX_WORDS_EXAMINED
     for place in (p for pair in pointed for p in pair):
         if budget <= 0:
             break
         if place in asked or not _may_name_a_file(place):
             continue
-        asked.add(place)
         budget -= 1
-        found = same(place)
-        if isinstance(found, Unexamined):
-            return f"{place} cannot be examined ({found.why}): fail closed"
-        if found is not None and own.places.get(found, True):
-            return f"names the proxy's own file {found}"
+        if (why := examined(place, True)) is not None:
+            return why
     return None
