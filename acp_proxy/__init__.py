@@ -7,3 +7,11 @@ and removes duplicate state reports.
 """
 
 __version__ = "0.1.0"
+
+import os as _os
+
+#: ``ACP_PROXY_PURE_PYTHON`` set to a non-empty value: the compiled run path
+#: (``acp_proxy.core.wire._chunkscan``, built at install where a C compiler is
+#: found) is not used, and the pure-Python path, its reference, decides every
+#: run (docs/PERFORMANCE.md). Read once, when the package is imported.
+PURE_PYTHON = bool(_os.environ.get("ACP_PROXY_PURE_PYTHON"))

@@ -21,14 +21,14 @@ import pytest
 from support.srt import srt_engine
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "acp_proxy")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "acp_proxy")
 
 
 def _copy_sources(dest: Path) -> None:
     for name in SOURCES:
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
         else:
             shutil.copy2(src, dest / name)
 
@@ -39,15 +39,16 @@ def _check(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return r
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``bin`` directory of a fresh venv with acp-proxy installed from its wheel."""
-    top = tmp_path_factory.mktemp("install")
+def _install(top: Path, env: dict[str, str] | None = None) -> Path:
+    """The ``bin`` directory of a fresh venv with acp-proxy installed from a wheel
+    built from a copy of the sources (``env``: the build's environment)."""
     src, wheels, venv = top / "src", top / "wheels", top / "venv"
     src.mkdir()
     _copy_sources(src)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    _check([*pip, "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels)], src)
+    build = [*pip, "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels)]
+    r = subprocess.run(build, cwd=src, env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, f"{build}: {r.stdout}\n{r.stderr}"
     [wheel] = wheels.glob("acp_proxy-*.whl")
     _check([sys.executable, "-m", "venv", "--without-pip", str(venv)], top)
     python = venv / "bin" / "python"
@@ -60,13 +61,55 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv / "bin"
 
 
-def test_the_wheel_holds_the_configs_and_the_license(installed: Path) -> None:
-    wheel = next((installed.parent.parent / "wheels").glob("*.whl"))
-    names = set(
-        subprocess.run(
-            [sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True
-        ).stdout.split()
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin`` directory of a fresh venv with acp-proxy installed from its wheel."""
+    return _install(tmp_path_factory.mktemp("install"))
+
+
+@pytest.fixture(scope="module")
+def installed_without_a_compiler(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """As :func:`installed`, built where no C compiler runs (``CC`` fails at once)."""
+    false = shutil.which("false")
+    assert false is not None
+    env = dict(os.environ, CC=false, LDSHARED=false)
+    return _install(tmp_path_factory.mktemp("install-no-cc"), env)
+
+
+def _wheel_names(bin_dir: Path) -> set[str]:
+    wheel = next((bin_dir.parent.parent / "wheels").glob("*.whl"))
+    listing = subprocess.run(
+        [sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True
     )
+    return set(listing.stdout.split())
+
+
+_SCANNER = "import acp_proxy.core.wire.runs as r; print(r.fast_stretch is not None)"
+
+
+def test_the_wheel_holds_the_compiled_scanner(installed: Path) -> None:
+    """Built with a compiler (as here), the wheel carries the C run path, and it runs."""
+    assert any(n.startswith("acp_proxy/core/wire/_chunkscan.") for n in _wheel_names(installed))
+    r = _check([str(installed / "python"), "-c", _SCANNER], installed)
+    assert r.stdout.strip() == "True"
+
+
+def test_without_a_compiler_the_install_works_on_pure_python(
+    installed_without_a_compiler: Path, tmp_path: Path
+) -> None:
+    """No compiler: the build goes on without the extension, and the proxy runs the
+    pure-Python run path (the demo's every check passes)."""
+    bin_dir = installed_without_a_compiler
+    assert not any(n.endswith((".so", ".pyd")) for n in _wheel_names(bin_dir))
+    r = _check([str(bin_dir / "python"), "-c", _SCANNER], tmp_path)
+    assert r.stdout.strip() == "False"
+    demo = _check([str(bin_dir / "acp-proxy"), "demo"], tmp_path)
+    assert "PASS" in demo.stdout
+    assert "[FAIL]" not in demo.stdout
+
+
+def test_the_wheel_holds_the_configs_and_the_license(installed: Path) -> None:
+    names = _wheel_names(installed)
     assert {"acp_proxy/config/default.toml", "acp_proxy/config/strict.toml"} <= names
     examples = {
         "acp_proxy/config/examples/budgets.toml",
@@ -150,4 +193,5 @@ def test_the_image_pins_every_runtime_dependency() -> None:
             pinned[canonicalize_name(req.name)] = spec.version
     assert _runtime_requirements("acp-proxy", set()) <= set(pinned)
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "pip install -c /src/constraints.txt /src" in dockerfile
+    assert "pip install -c /src/constraints.txt /wheels/acp_proxy-" in dockerfile
+    assert "COPY pyproject.toml setup.py " in dockerfile  # the wheel is built with setup.py

@@ -26,13 +26,14 @@ accepted line the way the proxy does.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal, get_args
 
 import msgspec
 
+from acp_proxy import PURE_PYTHON
 from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than
 
 __all__ = [
@@ -44,9 +45,11 @@ __all__ = [
     "ChunkLast",
     "Envelope",
     "EnvelopeParams",
+    "chunk_depth",
     "chunk_run",
     "envelope_lines",
     "envelope_run",
+    "fast_stretch",
     "plain_run",
     "update_kind",
 ]
@@ -313,6 +316,37 @@ def chunk_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[ChunkEnve
             if len(value) > long_value and not _fits(value, inner):
                 return None
     return envelopes
+
+
+# --- the compiled scanner of content-chunk lines (optional) ----------------------------
+
+#: ``fast_stretch(data, pos, known, max_depth) -> (count, stop, next)``: the
+#: stretch of content-chunk lines of known sessions from byte ``pos`` of a run,
+#: read on the bytes by the C extension ``_chunkscan`` (its docstring; never more
+#: lenient than :func:`chunk_run`, which the tests hold it to). ``None`` when the
+#: extension was not built (no C compiler at install) or
+#: :data:`acp_proxy.PURE_PYTHON` is set: the pure-Python run path then decides every run.
+_Stretch = Callable[[bytes, int, Collection[str], int], tuple[int, int, int]]
+
+
+def _compiled_scanner() -> _Stretch | None:
+    if PURE_PYTHON:
+        return None
+    try:
+        from acp_proxy.core.wire import _chunkscan
+    except ImportError:  # not built: the pure-Python path
+        return None
+    return _chunkscan.fast_stretch
+
+
+fast_stretch: _Stretch | None = _compiled_scanner()
+
+
+def chunk_depth(max_depth: int) -> int:
+    """The containers a chunk's ``content`` may nest in a frame nested at most
+    ``max_depth`` deep (it sits three levels down), as :func:`chunk_run` bounds it;
+    the ``max_depth`` argument of :data:`fast_stretch`."""
+    return max(_member_bounds(max_depth)[0], 0)
 
 
 def _may_hold_a_batch(data: bytes) -> bool:
