@@ -36,6 +36,7 @@ from acp_proxy.core.engine.client import ClientDirection
 from acp_proxy.core.engine.context import EngineContext, EnginePart
 from acp_proxy.core.engine.counters import CoreStatistics
 from acp_proxy.core.engine.refusals import refuse, refuse_batch, refuse_oversize
+from acp_proxy.core.wire import runs
 from acp_proxy.core.wire.framing import Incoming, Lines, Oversize, Partial
 from acp_proxy.core.wire.jsonrpc import (
     INTERNAL_ERROR,
@@ -55,7 +56,7 @@ from acp_proxy.core.wire.passthrough import (
     run_sessions,
     uninspected,
 )
-from acp_proxy.core.wire.runs import chunk_run, envelope_lines, plain_run
+from acp_proxy.core.wire.runs import CHUNK_KINDS, chunk_depth, chunk_run, envelope_lines, plain_run
 from acp_proxy.core.wire.verdict import Verdict
 
 __all__ = ["CoreStatistics", "ProxyCore"]
@@ -115,7 +116,8 @@ class ProxyCore(EnginePart):
         #: the agent stopped reading (:meth:`agent_stopped_reading`) but has not exited yet
         self.agent_deaf = False
         self._queued: deque[Incoming] = deque()  # client items behind a prompt at the store
-        self._needs = self._needs_table()
+        self._chunk_depth = chunk_depth(self._max_depth)
+        self._set_needs()
         self._inspected = LineMemo(self._reparse).parse  # inspected lines of runs (repeats)
         self.agent = AgentDirection(ctx)
         self.client = ClientDirection(ctx, self.agent)
@@ -137,6 +139,13 @@ class ProxyCore(EnginePart):
             if b.watches_usage:
                 needs["usage_update"] = None
         return needs
+
+    def _set_needs(self) -> None:
+        needs = self._needs_table()
+        self._needs = needs
+        # the compiled scanner passes a chunk line on its session alone: only while no
+        # content-chunk kind is inspected (no table above lists one)
+        self._stretch = runs.fast_stretch if CHUNK_KINDS.isdisjoint(needs) else None
 
     def reconfigure(self, config: Config) -> None:
         """Applies the policy sections of ``config`` to this live connection (a reload).
@@ -165,7 +174,7 @@ class ProxyCore(EnginePart):
             config: the effective configuration after the reload.
         """
         self.ctx.reconfigure(config)
-        self._needs = self._needs_table()
+        self._set_needs()
 
     @property
     def protocol_version(self) -> int | None:
@@ -327,6 +336,44 @@ class ProxyCore(EnginePart):
         return out
 
     def _run(self, data: bytes, now: float) -> list[Action] | None:
+        """An agent run: its content-chunk lines read on the bytes by the compiled
+        scanner (:data:`~acp_proxy.core.wire.runs.fast_stretch`), when built;
+        else :meth:`_run_decoded`.
+
+        Each stretch of chunk lines of known sessions is forwarded as one write
+        of its bytes, checked against the sessions known when it comes; the
+        lines between two stretches are a run of their own, decided by
+        :meth:`_run_decoded` (or frame by frame, when it cannot), exactly as
+        before. A line the scanner passes is one
+        :func:`~acp_proxy.core.wire.runs.chunk_run` passes, of a known session
+        (the scanner's contract, held by ``tests/core/wire/test_chunkscan.py``),
+        so every line is decided as on the pure-Python path.
+        """
+        stretch = self._stretch
+        if stretch is None:
+            return self._run_decoded(data, now)
+        known = self._known
+        depth = self._chunk_depth
+        count, stop, after = stretch(data, 0, known, depth)
+        size = len(data)
+        if stop > size:
+            return self._forward_fast(data, count)
+        out: list[Action] = []
+        pos = 0
+        while True:
+            if count:
+                out.extend(self._forward_fast(data[pos : stop - 1], count))
+            if stop > size:
+                return out
+            rest = data[stop : after - 1]  # the lines up to the next stretch
+            lines = self._run_decoded(rest, now)
+            out.extend(self._frames(_AGENT, Lines(rest).frames(), now) if lines is None else lines)
+            if after > size:
+                return out
+            pos = after
+            count, stop, after = stretch(data, pos, known, depth)
+
+    def _run_decoded(self, data: bytes, now: float) -> list[Action] | None:
         """An agent run decoded at once, or ``None`` when it cannot be (one item per line).
 
         A run of content chunks is judged in bulk except for the sessions
