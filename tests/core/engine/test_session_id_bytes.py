@@ -36,7 +36,10 @@ def _raw_chunk(sid: str, text: str) -> bytes:
         "method": "session/update",
         "params": {
             "sessionId": sid,
-            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+            },
         },
     }
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
