@@ -173,7 +173,7 @@ class AgentDirection(EnginePart):
         if not isinstance(result, dict):
             return
         sid = result.get("sessionId")
-        if type(sid) is not str or len(sid) > self._max_sid:
+        if type(sid) is not str or _over_bytes(sid, self._max_sid):
             return  # an id over the limit is never known: its traffic is held and expires
         self.ledger.info(out, "session created", f"session {sid!r} created")
         if self.registry.mark_known(sid):
@@ -825,6 +825,16 @@ _OUTCOMES: dict[UpdateOutcome, _OutcomeReader] = {
     UpdateOutcome.CONFLICT: AgentDirection._conflicting_child,
     UpdateOutcome.ANNOUNCED: AgentDirection._announced_child,
 }
+
+
+def _over_bytes(sid: str, limit: int) -> bool:
+    """``sid`` is longer than ``limit`` UTF-8 bytes (lone surrogates as three), as
+    ``parse`` measures a session id (``checks._long_id``): a count of characters
+    lets through an id that every message naming it is then refused for."""
+    return len(sid) > limit or (
+        len(sid) > limit // 4 and len(sid.encode("utf-8", "surrogatepass")) > limit
+    )
+
 
 _Settle = Callable[[AgentDirection, Message, str, Any, Any, float, list[Action]], None]
 
