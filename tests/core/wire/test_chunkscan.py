@@ -375,3 +375,25 @@ def test_bad_arguments_raise_clear_errors() -> None:
     with pytest.raises(TypeError, match="data must be bytes"):
         _scanner()(bytearray(line), 0, {"A"}, 5)  # type: ignore[arg-type]
     assert _scanner()(b"", 0, {"A"}, 5) == (0, 0, 1)  # an empty run: one blank line, not passed
+
+
+class _Forgetful(set[str]):
+    """Sessions each forgotten once asked about: ``in`` runs Python code whose answer
+    changes while a run is read (as a subclass's ``__contains__`` or an element's
+    ``__eq__`` may)."""
+
+    def __contains__(self, sid: object) -> bool:
+        found = set.__contains__(self, sid)
+        self.discard(sid)
+        return found
+
+
+def test_known_is_asked_about_every_line() -> None:
+    """A line passes on the answer ``known`` gives for it, not on one remembered from
+    the line before (the model asks ``in`` line by line, as chunk_run's caller does)."""
+    a = _chunk("A", "x")
+    run = b"\n".join([a, a, a])
+    size = len(run)
+    assert _scanner()(run, 0, {"A"}, 5) == (3, size + 1, size + 1)
+    # the second line of A is asked about again, and A is no longer known
+    assert _scanner()(run, 0, _Forgetful({"A"}), 5) == (1, len(a) + 1, 2 * len(a) + 2)
