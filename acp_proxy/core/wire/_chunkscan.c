@@ -417,11 +417,15 @@ fast_stretch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     unsigned char open[MAX_DEPTH_LIMIT];
     ptr end_all = base + size;
     ptr p = base + pos;
-    /* the last session asked about, and the answer (no Python code runs while
-     * the run is read, so `known` cannot change meanwhile) */
+    /* the last session decoded, kept for the next line of the same session
+     * (most are); `known` is asked again for every line: an answer may change
+     * while the run is read when asking it runs Python code (a subclass's
+     * __contains__, an element's __eq__), and a line is passed on the answer
+     * given for it */
     ptr last_sid = NULL;
     Py_ssize_t last_len = -1;
-    int last_known = 0;
+    PyObject *last = NULL;
+    PyObject *result = NULL;
     Py_ssize_t count = 0, stop = -1;
     for (;;) {
         ptr nl = memchr(p, '\n', (size_t)(end_all - p));
@@ -429,20 +433,20 @@ fast_stretch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ptr sid;
         Py_ssize_t sid_len;
         int fast = chunk_line(p, line_end, (int)max_depth, open, &sid, &sid_len);
-        if (fast && stop >= 0) /* the first chunk line after the stretch's end */
-            return Py_BuildValue("(nnn)", count, stop, (Py_ssize_t)(p - base));
+        if (fast && stop >= 0) { /* the first chunk line after the stretch's end */
+            result = Py_BuildValue("(nnn)", count, stop, (Py_ssize_t)(p - base));
+            goto done;
+        }
         if (fast) {
             if (sid_len != last_len || memcmp(sid, last_sid, (size_t)sid_len) != 0) {
                 PyObject *s = PyUnicode_DecodeUTF8((const char *)sid, sid_len, "strict");
-                if (s == NULL) return NULL; /* not reached: the bytes were checked */
-                int found = PySequence_Contains(known, s);
-                Py_DECREF(s);
-                if (found < 0) return NULL;
+                if (s == NULL) goto done; /* not reached: the bytes were checked */
+                Py_XSETREF(last, s);
                 last_sid = sid;
                 last_len = sid_len;
-                last_known = found;
             }
-            fast = last_known;
+            fast = PySequence_Contains(known, last);
+            if (fast < 0) goto done;
         }
         if (stop < 0) { /* in the stretch */
             if (fast)
@@ -454,7 +458,10 @@ fast_stretch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         p = nl + 1;
     }
     if (stop < 0) stop = size + 1;
-    return Py_BuildValue("(nnn)", count, stop, size + 1);
+    result = Py_BuildValue("(nnn)", count, stop, size + 1);
+done:
+    Py_XDECREF(last);
+    return result;
 }
 
 static PyMethodDef methods[] = {
