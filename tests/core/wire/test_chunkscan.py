@@ -397,3 +397,17 @@ def test_known_is_asked_about_every_line() -> None:
     assert _scanner()(run, 0, {"A"}, 5) == (3, size + 1, size + 1)
     # the second line of A is asked about again, and A is no longer known
     assert _scanner()(run, 0, _Forgetful({"A"}), 5) == (1, len(a) + 1, 2 * len(a) + 2)
+
+
+def test_pos_is_a_lines_start() -> None:
+    """``pos`` inside a line is refused: the scanner would read the rest of the line as
+    a line of its own and pass a chunk written after any bytes (``{"x":`` here)."""
+    line = _chunk("A", "x")
+    run = b'{"x":' + line + b"}"  # one line: not a chunk line
+    assert _scanner()(run, 0, {"A"}, 5) == (0, 0, len(run) + 1)
+    with pytest.raises(ValueError, match="pos is not a line's start"):
+        _scanner()(run[:-1], 5, {"A"}, 5)
+    with pytest.raises(ValueError, match="pos is not a line's start"):
+        _scanner()(b"x\n" + line, 1, {"A"}, 5)  # at the newline, not after it
+    assert _scanner()(b"x\n" + line, 2, {"A"}, 5) == (1, len(line) + 3, len(line) + 3)
+    assert _scanner()(b"x\n", 2, {"A"}, 5) == (0, 2, 3)  # the blank line after the newline
