@@ -385,7 +385,8 @@ PyDoc_STRVAR(fast_stretch_doc,
 "\n"
 "Raises:\n"
 "    TypeError: ``data`` is not bytes.\n"
-"    ValueError: ``pos`` or ``max_depth`` out of range.\n");
+"    ValueError: ``pos`` or ``max_depth`` out of range, or ``pos`` not at a\n"
+"        line's start (0 or just after a newline).\n");
 
 static PyObject *
 fast_stretch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -407,6 +408,10 @@ fast_stretch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (max_depth == -1 && PyErr_Occurred()) return NULL;
     if (pos < 0 || pos > size) {
         PyErr_SetString(PyExc_ValueError, "fast_stretch(): pos out of range");
+        return NULL;
+    }
+    if (pos > 0 && base[pos - 1] != '\n') {
+        PyErr_SetString(PyExc_ValueError, "fast_stretch(): pos is not a line's start");
         return NULL;
     }
     if (max_depth < 0 || max_depth > MAX_DEPTH_LIMIT) {
