@@ -13,9 +13,11 @@ paths of the engine together.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import shutil
+import sys
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -411,3 +413,38 @@ def test_pos_is_a_lines_start() -> None:
         _scanner()(b"x\n" + line, 1, {"A"}, 5)  # at the newline, not after it
     assert _scanner()(b"x\n" + line, 2, {"A"}, 5) == (1, len(line) + 3, len(line) + 3)
     assert _scanner()(b"x\n", 2, {"A"}, 5) == (0, 2, 3)  # the blank line after the newline
+
+
+class _Refusing(set[str]):
+    def __contains__(self, sid: object) -> bool:
+        raise LookupError(sid)
+
+
+def test_no_reference_is_left_behind() -> None:
+    """Every path (a stretch, the line after it, an error in ``in``, bad arguments)
+    gives back the references it took: the run, ``known`` and its sessions keep
+    their counts, and no object is left allocated (the session strings it decodes)."""
+    a, b = "session-A-" + "a" * 20, "session-B-" + "b" * 20  # neither interned
+    line_a, line_b = _chunk(a, "x"), _chunk(b, [1, {"k": None}], messageId="m")
+    run = b"\n".join([line_a, line_a, line_b, b"not json", line_a, line_b])
+    known, refusing = {a, b}, _Refusing({a})
+    stop = 2 * len(line_a) + 2  # line_b's start; then line_a's after "not json"
+    bad = [(run, 0, refusing, 5), (run, len(run) + 1, known, 5), (run, 0, known, -1),
+           (run, 0, 7, 5), (run, 2**70, known, 5)]  # fmt: skip
+
+    def calls(n: int) -> None:
+        for _ in range(n):
+            assert _scanner()(run, 0, known, 5)[0] == 3
+            assert _scanner()(run, 0, {a}, 5) == (2, stop, stop + len(line_b) + 10)
+            for args in bad:
+                with pytest.raises((LookupError, ValueError, TypeError, OverflowError)):
+                    _scanner()(*args)
+
+    calls(10)  # free lists and caches filled
+    watched = [run, known, refusing, a, b]
+    gc.collect()
+    refs, blocks = [sys.getrefcount(x) for x in watched], sys.getallocatedblocks()
+    calls(300)  # each decodes 4 session strings
+    gc.collect()
+    assert [sys.getrefcount(x) for x in watched] == refs
+    assert sys.getallocatedblocks() - blocks < 100, sys.getallocatedblocks() - blocks
