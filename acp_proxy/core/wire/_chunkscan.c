@@ -423,13 +423,17 @@ fast_stretch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     ptr end_all = base + size;
     ptr p = base + pos;
     /* the last session decoded, kept for the next line of the same session
-     * (most are); `known` is asked again for every line: an answer may change
-     * while the run is read when asking it runs Python code (a subclass's
-     * __contains__, an element's __eq__), and a line is passed on the answer
-     * given for it */
+     * (most are), and the answer for it. An exact set or frozenset (the
+     * engine's) is asked once for consecutive lines of one session: nothing
+     * runs between them (no Python code, so no other thread either), so the
+     * set cannot change (only an element whose __eq__ answers differently each
+     * time could). Any other `known` is asked for every line: its
+     * __contains__ may run Python code that changes the answer, and a line is
+     * passed on the answer given for it. */
     ptr last_sid = NULL;
     Py_ssize_t last_len = -1;
     PyObject *last = NULL;
+    int remember = PyAnySet_CheckExact(known), last_known = 0;
     PyObject *result = NULL;
     Py_ssize_t count = 0, stop = -1;
     for (;;) {
@@ -443,15 +447,19 @@ fast_stretch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         if (fast) {
-            if (sid_len != last_len || memcmp(sid, last_sid, (size_t)sid_len) != 0) {
+            int same = sid_len == last_len && memcmp(sid, last_sid, (size_t)sid_len) == 0;
+            if (!same) {
                 PyObject *s = PyUnicode_DecodeUTF8((const char *)sid, sid_len, "strict");
                 if (s == NULL) goto done; /* not reached: the bytes were checked */
                 Py_XSETREF(last, s);
                 last_sid = sid;
                 last_len = sid_len;
             }
-            fast = PySequence_Contains(known, last);
-            if (fast < 0) goto done;
+            if (!same || !remember) {
+                last_known = PySequence_Contains(known, last);
+                if (last_known < 0) goto done;
+            }
+            fast = last_known;
         }
         if (stop < 0) { /* in the stretch */
             if (fast)
