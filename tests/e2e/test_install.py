@@ -76,6 +76,14 @@ def installed_without_a_compiler(tmp_path_factory: pytest.TempPathFactory) -> Pa
     return _install(tmp_path_factory.mktemp("install-no-cc"), env)
 
 
+@pytest.fixture(scope="module")
+def installed_pure(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """As :func:`installed`, built with ``ACP_PROXY_PURE_PYTHON=1`` (the README's
+    wheel for any Python 3.11+ and platform)."""
+    env = dict(os.environ, ACP_PROXY_PURE_PYTHON="1")
+    return _install(tmp_path_factory.mktemp("install-pure"), env)
+
+
 def _wheel_names(bin_dir: Path) -> set[str]:
     wheel = next((bin_dir.parent.parent / "wheels").glob("*.whl"))
     listing = subprocess.run(
@@ -89,7 +97,9 @@ _SCANNER = "import acp_proxy.core.wire.runs as r; print(r.fast_stretch is not No
 
 def test_the_wheel_holds_the_compiled_scanner(installed: Path) -> None:
     """Built with a compiler (as here), the wheel carries the C run path, and it runs."""
-    assert any(n.startswith("acp_proxy/core/wire/_chunkscan.") for n in _wheel_names(installed))
+    names = _wheel_names(installed)
+    assert any(n.startswith("acp_proxy/core/wire/_chunkscan.") and n.endswith(".so") for n in names)
+    assert "acp_proxy/core/wire/_chunkscan.c" in names  # its source: the build is checked
     r = _check([str(installed / "python"), "-c", _SCANNER], installed)
     assert r.stdout.strip() == "True"
 
@@ -195,3 +205,16 @@ def test_the_image_pins_every_runtime_dependency() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install -c /src/constraints.txt /wheels/acp_proxy-" in dockerfile
     assert "COPY pyproject.toml setup.py " in dockerfile  # the wheel is built with setup.py
+
+
+def test_a_pure_python_build_gives_a_wheel_for_any_python(
+    installed_pure: Path, tmp_path: Path
+) -> None:
+    """``ACP_PROXY_PURE_PYTHON=1`` at build: no extension, a ``py3-none-any`` wheel,
+    the pure-Python run path (the compiler is there: it is not used)."""
+    [wheel] = (installed_pure.parent.parent / "wheels").glob("*.whl")
+    assert wheel.name == "acp_proxy-0.1.0-py3-none-any.whl"
+    r = _check([str(installed_pure / "python"), "-c", _SCANNER], tmp_path)
+    assert r.stdout.strip() == "False"
+    demo = _check([str(installed_pure / "acp-proxy"), "demo"], tmp_path)
+    assert "PASS" in demo.stdout

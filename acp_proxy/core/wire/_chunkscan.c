@@ -485,7 +485,8 @@ static PyMethodDef methods[] = {
 static int
 exec_module(PyObject *m)
 {
-    return PyModule_AddStringConstant(m, "SOURCE_SHA256", ACP_CHUNKSCAN_SHA256);
+    /* the CRC-32 of the source it was built from: runs.py checks it at import */
+    return PyModule_AddStringConstant(m, "SOURCE_CRC32", ACP_CHUNKSCAN_CRC32);
 }
 
 static PyModuleDef_Slot slots[] = {

@@ -1,7 +1,7 @@
 # Types of the optional C extension built from _chunkscan.c (docstrings there).
 from collections.abc import Collection
 
-SOURCE_SHA256: str
+SOURCE_CRC32: str
 
 def fast_stretch(
     data: bytes, pos: int, known: Collection[str], max_depth: int, /

@@ -33,11 +33,12 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-from acp_proxy import PURE_PYTHON
+from acp_proxy import PURE_PYTHON, source_crc32
 from acp_proxy.core.wire.nesting import MAX_NESTING_DEPTH, nested_deeper_than
 
 __all__ = [
     "CHUNK_KINDS",
+    "RUN_PATH",
     "Chunk",
     "ChunkEnvelope",
     "ChunkFirst",
@@ -329,17 +330,29 @@ def chunk_run(data: bytes, max_depth: int = MAX_NESTING_DEPTH) -> list[ChunkEnve
 _Stretch = Callable[[bytes, int, Collection[str], int], tuple[int, int, int]]
 
 
-def _compiled_scanner() -> _Stretch | None:
+_SOURCE = "core/wire/_chunkscan.c"  # in a clone and in the wheel
+
+
+def _compiled_scanner(source: str = _SOURCE) -> tuple[_Stretch | None, str]:
+    """The scanner and what :data:`RUN_PATH` says of it. The build is used only if
+    it is of ``source`` (its CRC-32; a path in the package: ``_chunkscan.c``
+    beside this module by default; absent, the build is trusted)."""
     if PURE_PYTHON:
-        return None
+        return None, "pure Python (ACP_PROXY_PURE_PYTHON is set)"
     try:
         from acp_proxy.core.wire import _chunkscan
     except ImportError:  # not built: the pure-Python path
-        return None
-    return _chunkscan.fast_stretch
+        return None, "pure Python (the C extension is not built: no C compiler at install)"
+    crc = source_crc32(source)  # None: no source beside it, the build is the one installed
+    if crc is not None and crc != _chunkscan.SOURCE_CRC32:  # a build of another source
+        return None, f"pure Python (the C extension is not of acp_proxy/{source}: reinstall)"
+    return _chunkscan.fast_stretch, "compiled (acp_proxy.core.wire._chunkscan)"
 
 
-fast_stretch: _Stretch | None = _compiled_scanner()
+fast_stretch: _Stretch | None
+#: Which run path :data:`fast_stretch` gives, and why (logged at debug level at start).
+RUN_PATH: str
+fast_stretch, RUN_PATH = _compiled_scanner()
 
 
 def chunk_depth(max_depth: int) -> int:

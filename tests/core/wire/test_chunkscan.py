@@ -13,8 +13,8 @@ paths of the engine together.
 
 from __future__ import annotations
 
+import binascii
 import gc
-import hashlib
 import json
 import shutil
 import sys
@@ -58,8 +58,42 @@ def test_the_built_extension_is_of_this_source() -> None:
     """A build older than ``_chunkscan.c`` is caught (rebuild: ``pip install -e .``)."""
     from acp_proxy.core.wire import _chunkscan
 
-    digest = hashlib.sha256((WIRE / "_chunkscan.c").read_bytes()).hexdigest()
-    assert digest == _chunkscan.SOURCE_SHA256, "stale build: run `pip install -e .`"
+    crc = f"{binascii.crc32((WIRE / '_chunkscan.c').read_bytes()):08x}"
+    assert crc == _chunkscan.SOURCE_CRC32, "stale build: run `pip install -e .`"
+
+
+@pytest.mark.parametrize(
+    ("value", "pure"),
+    [("", False), ("0", False), ("false", False), (" Off ", False), ("1", True), ("yes", True)],
+)
+def test_the_kill_switch_reads_its_value(value: str, pure: bool) -> None:
+    """``ACP_PROXY_PURE_PYTHON=0`` (or false, no, off, empty) keeps the compiled path."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ACP_PROXY_PURE_PYTHON=value)
+    code = "import acp_proxy; print(acp_proxy.PURE_PYTHON)"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.stdout.strip() == str(pure)
+
+
+def test_a_build_of_another_source_is_not_used() -> None:
+    """A build whose CRC-32 is not its source's (an edited ``.c`` not rebuilt, or an
+    old build left in ``build/``) gives the pure-Python path, and says why."""
+    if acp_proxy.PURE_PYTHON:
+        assert runs._compiled_scanner() == (None, "pure Python (ACP_PROXY_PURE_PYTHON is set)")
+        return
+    from acp_proxy.core.wire import _chunkscan
+
+    assert acp_proxy.source_crc32("core/wire/_chunkscan.c") == _chunkscan.SOURCE_CRC32
+    assert runs._compiled_scanner()[0] is _chunkscan.fast_stretch
+    assert runs._compiled_scanner("core/wire/absent.c")[0] is _chunkscan.fast_stretch
+    other = "core/wire/runs.py"  # a file that is there, of another CRC-32
+    scanner, why = runs._compiled_scanner(other)
+    assert scanner is None
+    assert why == f"pure Python (the C extension is not of acp_proxy/{other}: reinstall)"
+    assert runs.RUN_PATH == "compiled (acp_proxy.core.wire._chunkscan)"
 
 
 def _scanner() -> Any:
