@@ -280,6 +280,14 @@ def run_bench(sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any
     return res
 
 
+def _run_path() -> str:
+    """The proxy's run path (compiled or pure Python, and why): the proxy under test
+    runs with this environment, so it takes the same (``runs.RUN_PATH``)."""
+    from acp_proxy.core.wire.runs import RUN_PATH
+
+    return RUN_PATH
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks``; returns the exit status."""
     args_in = list(sys.argv[1:] if argv is None else argv)
@@ -299,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="?",
         choices=["all", "throughput"],
         default="all",
-        help="'throughput': only the stream and mixed-turn ratios (default: all)",
+        help="'throughput': only the stream and mixed-turn ratios (default: all); "
+        "'startup [RUNS]': only the start-up figures",
     )
     p.add_argument("--quick", action="store_true", help="smaller workloads (< 60 s)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="workload sizes (default: default)")
@@ -318,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.part == "throughput":
         res = run_throughput(sizes, log)
         res["preset"] = preset
+        res["run_path"] = _run_path()
         print(json.dumps(res, separators=(", ", ": ")), flush=True)
         return 0
     profile_top: list[str] | None = None
@@ -327,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(listing)
     res = run_bench(sizes, log)
     res["preset"] = preset
+    res["run_path"] = _run_path()
     if profile_top is not None:
         res["profile_top_own_s"] = profile_top
     print(format_table(res))

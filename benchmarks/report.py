@@ -334,6 +334,8 @@ def format_table(res: dict[str, Any]) -> str:
     lines.append(
         f"load average (1 min) at start / end: {la['start']} / {la['end']} on {res['cpus']} CPUs"
     )
+    if "run_path" in res:
+        lines.append(f"run path: {res['run_path']}")
     ws = res["scaling_ws_connections"]
     if isinstance(ws, dict):
         lines.append(

@@ -77,11 +77,16 @@ log = logging.getLogger("acp_proxy")
 
 
 def log_started(pid: int, command: Sequence[str]) -> None:
-    """Logs the agent's start at info: its pid and command."""
+    """Logs the agent's start at info: its pid and command; at debug, the run path
+    the agent's stream takes (compiled or pure Python, and why)."""
     if log.isEnabledFor(logging.INFO):
         import shlex
 
         log.info("agent started: pid %d: %s", pid, shlex.join(command))
+    if log.isEnabledFor(logging.DEBUG):
+        from acp_proxy.core.wire.runs import RUN_PATH
+
+        log.debug("run path: %s", RUN_PATH)
 
 
 def stdio_core(config: Config, agent_pid: int) -> ProxyCore:
