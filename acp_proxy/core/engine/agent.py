@@ -21,6 +21,7 @@ from acp_proxy.core.session.patch import UNSET, Unset
 from acp_proxy.core.session.registry import MAX_DEPTH, Child, UpdateOutcome
 from acp_proxy.core.session.schema import PATCH_FIELDS, SubagentUpdate, view_subagent_update
 from acp_proxy.core.session.size import footprint
+from acp_proxy.core.wire.checks import long_session_id
 from acp_proxy.core.wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Kind, Message
 from acp_proxy.core.wire.jsonscan import without_member
 from acp_proxy.core.wire.passthrough import CANCEL_REQUEST, REFERENCE_LISTS, UPDATE_RULES
@@ -173,7 +174,7 @@ class AgentDirection(EnginePart):
         if not isinstance(result, dict):
             return
         sid = result.get("sessionId")
-        if type(sid) is not str or _over_bytes(sid, self._max_sid):
+        if type(sid) is not str or long_session_id(sid, self._max_sid):
             return  # an id over the limit is never known: its traffic is held and expires
         self.ledger.info(out, "session created", f"session {sid!r} created")
         if self.registry.mark_known(sid):
@@ -825,15 +826,6 @@ _OUTCOMES: dict[UpdateOutcome, _OutcomeReader] = {
     UpdateOutcome.CONFLICT: AgentDirection._conflicting_child,
     UpdateOutcome.ANNOUNCED: AgentDirection._announced_child,
 }
-
-
-def _over_bytes(sid: str, limit: int) -> bool:
-    """``sid`` is longer than ``limit`` UTF-8 bytes (lone surrogates as three), as
-    ``parse`` measures a session id (``checks._long_id``): a count of characters
-    lets through an id that every message naming it is then refused for."""
-    return len(sid) > limit or (
-        len(sid) > limit // 4 and len(sid.encode("utf-8", "surrogatepass")) > limit
-    )
 
 
 _Settle = Callable[[AgentDirection, Message, str, Any, Any, float, list[Action]], None]

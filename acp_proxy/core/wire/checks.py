@@ -21,7 +21,7 @@ from acp_proxy.core.wire import reasons
 from acp_proxy.core.wire.passthrough import UPDATE_RULES
 from acp_proxy.core.wire.verdict import Facts, Kind, Shape, Verdict
 
-__all__ = ["CHECKS", "Check", "Limits", "judge", "session_id_fault"]
+__all__ = ["CHECKS", "Check", "Limits", "judge", "long_session_id", "session_id_fault"]
 
 
 class Limits(NamedTuple):
@@ -91,7 +91,7 @@ def session_id_fault(params: dict[str, Any], method: str | None, limit: int) -> 
     named = params.get("sessionId", "")
     if type(named) is not str:
         return reasons.session_id_reason(named, limit)
-    if _long_id(named, limit):
+    if long_session_id(named, limit):
         return reasons.session_id_reason(named, limit)
     upd = params.get("update")
     if type(upd) is not dict or method != "session/update":
@@ -101,19 +101,20 @@ def session_id_fault(params: dict[str, Any], method: str | None, limit: int) -> 
     if rule is None:
         return None
     for k in rule.ids:
-        if _long_id(upd.get(k), limit):
+        if long_session_id(upd.get(k), limit):
             return reasons.session_id_reason(named, limit)
     if rule.refs is not None:
         items = upd.get(rule.refs[0])
         if type(items) is list:
             for i in items:
-                if type(i) is dict and _long_id(i.get("sessionId"), limit):
+                if type(i) is dict and long_session_id(i.get("sessionId"), limit):
                     return reasons.session_id_reason(named, limit)
     return None
 
 
-def _long_id(sid: Any, limit: int) -> bool:
-    """``sid`` is a string of more than ``limit`` bytes (UTF-8; lone surrogates as three)."""
+def long_session_id(sid: Any, limit: int) -> bool:
+    """``sid`` is a string of more than ``limit`` bytes (UTF-8; lone surrogates as three):
+    the measure of ``limits.max_session_id_bytes`` wherever a session id is read."""
     return (
         type(sid) is str
         and len(sid) > limit // 4
