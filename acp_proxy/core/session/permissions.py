@@ -662,7 +662,7 @@ class _Facts(FrozenRecord):
     raw_path: str | None = None  # the place as given, before normalisation
     raw_cwd: str | None = None
     raw_paths: tuple[str, ...] = ()
-    argv: tuple[str, ...] = ()  # a terminal's command and args as given (own files' words)
+    argv: tuple[str, ...] = ()  # a terminal's command, args and env values (own files' words)
 
 
 #: Why a governed request could not be decided on its fields.
@@ -773,10 +773,12 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
             disagreement = "command is not a string (both SDKs refuse the request)"
         command = _command_line(raw_command, args)
         raw_cwd = params.get("cwd")
+        env_values, env_opaque = _env_values(params.get("env"))
         incomplete = (
             raw_command is OPAQUE
             or raw_args is OPAQUE
             or raw_cwd is OPAQUE
+            or env_opaque
             or (isinstance(raw_args, list) and any(a is OPAQUE for a in raw_args))
         )
         if raw_cwd is None:
@@ -801,7 +803,7 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
             commands=commands,
             disagreement=disagreement,
             raw_cwd=cwd_text,
-            argv=tuple(argv),
+            argv=(*argv, *env_values),
         )
     raw = params.get("path")
     raw_path = _str(raw)
@@ -813,6 +815,34 @@ def _facts(method: str, params: Mapping[str, Any], context: SessionContext) -> _
         incomplete=raw is OPAQUE,
         raw_path=raw_path,
     )
+
+
+def _env_values(env: object) -> tuple[tuple[str, ...], bool]:
+    """A ``terminal/create``'s ``env`` values, read as words of its command (a script
+    can write to ``"$LOG"``), and whether a part of it is too large to read.
+
+    Args:
+        env: ``params.env``: a list of ``{"name", "value"}`` objects (ACP's
+            ``EnvVariable``); anything else holds no value.
+
+    Returns:
+        The string values, in order; True when ``env``, an item or a value is
+        :data:`~acp_proxy.core.wire.views.OPAQUE` (then the request is
+        incomplete: it is refused, fail closed, wherever a rule reads it).
+    """
+    if env is OPAQUE:
+        return (), True
+    if not isinstance(env, list):
+        return (), False
+    values: list[str] = []
+    opaque = False
+    for item in env:
+        value = item.get("value") if isinstance(item, dict) else item
+        if value is OPAQUE:
+            opaque = True
+        elif isinstance(value, str):
+            values.append(value)
+    return tuple(values), opaque
 
 
 def _resolved(shape: _Facts, resolve: PathResolver) -> _Facts | None:

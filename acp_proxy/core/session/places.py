@@ -80,6 +80,8 @@ _OPERATORS = frozenset("();<>|&")
 #: A run of operators, or of other characters up to whitespace (a line without quotes).
 _WORD = re.compile(r"[();<>|&]+|[^\s();<>|&]+")
 _QUOTES = frozenset("'\"\\")
+#: The most values :func:`_glued_values` reads off one short-option word.
+_MAX_GLUED = 32
 
 
 @attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
@@ -164,9 +166,11 @@ def command_words(lines: Iterable[str], argv: Sequence[str] = ()) -> tuple[str, 
             read as they are.
 
     Returns:
-        Every word, with a ``--opt=PATH`` / ``VAR=PATH`` word's value after it
-        and a redirection's target (``>PATH``, ``2>>PATH``); without options
-        (``-n``), control operators and words holding a NUL.
+        Every word, with a ``--opt=PATH`` / ``VAR=PATH`` word's value after it,
+        a redirection's target (``>PATH``, ``2>>PATH``) and the values a short
+        option may have glued to it (:func:`_glued_values`: ``-o../x`` gives
+        ``../x``); without options themselves (``-n``), control operators and
+        words holding a NUL.
     """
     out: dict[str, None] = {}
     for word in (*argv, *(w for line in lines for w in _split(line))):
@@ -177,10 +181,33 @@ def command_words(lines: Iterable[str], argv: Sequence[str] = ()) -> tuple[str, 
             target = _REDIRECT.sub("", word)
             if target and target != word:
                 out[target] = None
+        elif not word.startswith("--"):
+            out.update(dict.fromkeys(_glued_values(word)))
         _, eq, value = word.partition("=")
         if eq and value:
             out[value] = None
     return tuple(out)
+
+
+def _glued_values(word: str) -> list[str]:
+    """What a short-option word may carry as its value, glued to it (getopt's
+    ``-oFILE``, also after a cluster of flags: ``-xzfFILE``): every rest of the word
+    after at least one option character, up to the first character that is not a
+    letter or digit (a value starts there at the latest), at most
+    :data:`_MAX_GLUED` of them (the nearest that character).
+
+    Args:
+        word: a word starting with one ``-``.
+
+    Returns:
+        The candidates, longest first (a flag-only word gives the rests of its
+        letters, which name a place only if a file has that name).
+    """
+    end = 1
+    while end < len(word) and word[end].isascii() and word[end].isalnum():
+        end += 1
+    first = max(2, end - _MAX_GLUED)
+    return [word[i:] for i in range(first, min(end, len(word) - 1) + 1)]
 
 
 def word_places(words: Iterable[str], cwd: str | None) -> tuple[tuple[str, str], ...]:

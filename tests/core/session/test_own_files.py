@@ -27,11 +27,13 @@ from acp_proxy.core.session.places import (
     MAX_WORDS_EXAMINED,
     OwnFiles,
     Unexamined,
+    _glued_values,
     _split,
     command_words,
     own_file_refusal,
     word_places,
 )
+from acp_proxy.core.wire.views import OPAQUE
 from tests.support import corekit as kit
 
 AUDIT = "/logs/audit.jsonl"
@@ -226,6 +228,11 @@ SPELLINGS = [
     ("tool", ["--log=./audit.jsonl"], "/logs"),
     ("sh", ["-c", "cat <./audit.jsonl"], "/logs"),
     ("cat", ["my dir/../audit.jsonl"], "/logs"),
+    ("sort", ["-o./audit.jsonl", "x"], "/logs"),  # a value glued to a short option
+    ("sort", ["-oaudit.jsonl", "x"], "/logs"),
+    ("tar", ["-cfaudit.jsonl", "x"], "/logs"),  # after a cluster of flags
+    ("sort", ["-o../../logs/sub/../audit.jsonl", "x"], "/ws/deep"),
+    ("sh", ["-c", "sort -o./audit.jsonl x"], "/logs"),
 ]
 
 
@@ -241,6 +248,49 @@ def test_a_command_word_naming_the_audit_log_relative_to_its_cwd_is_refused(
     assert disk.asked == []
     line = " ".join([command, *args])
     assert own_file_refusal([cwd], [line], own_with(None)) is None  # the text check misses it
+
+
+def test_glued_values_are_the_rests_of_a_short_option_word() -> None:
+    assert _glued_values("-o../x") == ["../x"]
+    assert _glued_values("-xzfa.b") == ["zfa.b", "fa.b", "a.b", ".b"]
+    assert _glued_values("-la") == ["a"]
+    assert _glued_values("-n") == _glued_values("-") == []
+    many = _glued_values("-" + "v" * 100 + "o./x")  # bounded, the nearest the value kept
+    assert len(many) == 33
+    assert many[-1] == "./x"
+    assert command_words(["a --f"]) == ("a",)  # a long option carries nothing glued
+
+
+ENV_SCRIPT = ["-c", 'echo forged >> "$F"']
+
+
+@pytest.mark.parametrize("value", ["./audit.jsonl", "audit.jsonl", "/logs/./audit.jsonl", AUDIT])
+def test_a_terminal_env_value_naming_the_audit_log_is_refused(value: str) -> None:
+    """The script writes to ``$F``: the line's text never names the file, its env does."""
+    env = [{"name": "HOME", "value": "/home/u"}, {"name": "F", "value": value}]
+    params = {"command": "sh", "args": ENV_SCRIPT, "cwd": "/logs", "env": env}
+    d = decide("terminal/create", params, own_with(FakeDisk({})))
+    assert (d.disposition, d.forced, d.reason) == ("refuse", True, DIRECT_REASON)
+    assert decide(
+        "terminal/create", {**params, "env": [{"name": "F", "value": "./notes.txt"}]},
+        own_with(FakeDisk({})),
+    ).disposition == "forward"  # fmt: skip
+
+
+def test_an_env_value_by_identity_and_one_too_large_to_read() -> None:
+    params = {"command": "sh", "args": ENV_SCRIPT, "cwd": "/ws"}
+    by_link = {**params, "env": [{"name": "F", "value": "hard-link"}]}
+    d = decide("terminal/create", by_link, own_with(FakeDisk({HARD: AUDIT})))
+    assert (d.disposition, d.reason) == ("refuse", DIRECT_REASON)
+    rules = config_from_dict(
+        {"permissions": {"rules": [
+            {"name": "no-rm", "action": "deny", "method": "terminal/create", "command": "rm *"},
+        ]}}
+    ).permissions  # fmt: skip
+    context = SessionContext("S", workspace=Workspace("/ws"))
+    for env in (OPAQUE, [{"name": "F", "value": OPAQUE}]):
+        d = Policy(rules).decide(context, "terminal/create", {**params, "env": env})
+        assert d.disposition == "refuse"  # fail closed: what it sets cannot be read
 
 
 def test_a_v2_command_subject_s_words_are_read_against_its_cwd() -> None:
