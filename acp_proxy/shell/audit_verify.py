@@ -45,7 +45,7 @@ class Summary:
 
 @attrs.frozen
 class Problem:
-    """The first bad line (1-based) and what is wrong with it."""
+    """The first bad line (1-based; 0: the file as a whole, e.g. empty) and what is wrong."""
 
     line: int
     what: str
@@ -153,7 +153,8 @@ def verify_stream(
             f"seq {run.seq - 1} (a cut-off tail, or the proxy was killed)",
         )
     if number == 0:
-        return Summary(0, 0, ("empty",))
+        # no record is no evidence: a log truncated to nothing, or one never written
+        return Problem(0, "empty: no record to check (cut to nothing, or never written)")
     if lost:
         notes.append(f"{lost} records lost, as the proxy noted")
     return Summary(runs, number, tuple(notes))
@@ -284,7 +285,8 @@ def run_audit(argv: list[str]) -> int:
     except OSError as exc:
         raise UsageError(f"cannot read {args.file!r}: {exc.strerror}") from None
     if isinstance(result, Problem):
-        print(f"{args.file}: line {result.line}: {result.what}")
+        where = f"line {result.line}: " if result.line else ""  # 0: the file as a whole
+        print(f"{args.file}: {where}{result.what}")
         return 1
     notes = "".join(f"; {n}" for n in result.notes)
     chain = "HMAC-SHA256" if key is not None else "SHA-256"

@@ -374,6 +374,13 @@ def test_audit_verify_command_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert ": line 1: " in capsys.readouterr().out
     with pytest.raises(UsageError, match="key-file"):
         run_audit(["verify", str(path), "--key-file", str(tmp_path / "nope")])
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")  # truncated to nothing: no evidence, so not "intact"
+    assert run_audit(["verify", str(empty)]) == 1
+    assert (
+        capsys.readouterr().out
+        == f"{empty}: empty: no record to check (cut to nothing, or never written)\n"
+    )
 
 
 def test_a_log_replaced_by_a_symlink_is_never_followed_and_loses_records(
