@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="acp-proxy",
         usage=USAGE,
+        # no prefixes: --audit and --a were read as --audit-log, and a prefix that a
+        # later option shares would change what an editor's saved command line means
+        allow_abbrev=False,
         description="Transparent ACP proxy: subagent registry, capability enforcement, "
         "hold buffer, duplicate state report removal. Paths may use ~ and $VAR.",
     )

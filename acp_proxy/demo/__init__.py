@@ -55,6 +55,7 @@ def run_demo(args: list[str]) -> int:
     """Entry point of ``acp-proxy demo [--json]``; returns 0 when every check passed."""
     parser = argparse.ArgumentParser(
         prog="acp-proxy demo",
+        allow_abbrev=False,
         description="Run a scripted ACP client and agent through the proxy and show "
         "what the proxy does.",
     )

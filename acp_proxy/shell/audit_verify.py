@@ -249,6 +249,7 @@ def _mismatch(body: bytes, run: _Run | None, number: int, key: bytes | None) -> 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="acp-proxy audit verify",
+        allow_abbrev=False,
         description="Checks an audit log's hash chain (README 'Audit log').",
     )
     p.add_argument("file", metavar="FILE")

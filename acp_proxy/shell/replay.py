@@ -262,6 +262,7 @@ def run_replay(argv: list[str], stdout: TextIO | None = None) -> int:
     out = stdout or sys.stdout
     parser = argparse.ArgumentParser(
         prog="acp-proxy replay",
+        allow_abbrev=False,
         description="Feed the messages of a trace recorded with --trace-content through "
         "the proxy's core with a configuration, and print its decisions (no agent is "
         "started).",

@@ -121,3 +121,12 @@ def test_version_alone_prints_what_argparse_prints(capsys: pytest.CaptureFixture
         cli._parser().parse_args(["--version"])
     assert stop.value.code == 0
     assert fast == capsys.readouterr().out == f"acp-proxy {cli.__version__}\n"
+
+
+@pytest.mark.parametrize("opts", [["--audit", "a.jsonl"], ["--a", "a.jsonl"], ["--log-l", "info"]])
+def test_an_abbreviated_option_is_refused_not_read_as_the_option(opts: list[str]) -> None:
+    """argparse's prefix matching is off: ``--audit`` is not ``--audit-log`` (a saved
+    editor command line must not change meaning when an option is added)."""
+    assert read_options(opts) is None  # not a form of the fast lane: argparse decides
+    with pytest.raises(UsageError, match="unrecognized arguments"):
+        cli._parser().parse_args(opts)

@@ -37,6 +37,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="acp-proxy view",
+        allow_abbrev=False,
         description="Show a wire trace (--trace FILE) as a page: the timeline of messages "
         "with the proxy's decisions, the session tree, filters and totals.",
     )
