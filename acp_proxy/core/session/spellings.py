@@ -32,13 +32,18 @@ def command_variants(line: str) -> tuple[str, ...]:
 
     The line as is; every whitespace run (tab, newline, CR) as one space; and,
     when it splits as a shell word list (:func:`shlex.split`), the variants of
-    that argv (:func:`_argv_variants`).
+    that argv (:func:`_argv_variants`); the same again without its line
+    continuations (a backslash-newline, which a shell removes outside single
+    quotes and :mod:`shlex` keeps as a newline: read everywhere, a superset).
     """
     return _unique(_line_variants(line, 0))
 
 
 def _line_variants(line: str, depth: int) -> list[str]:
     out = [line, " ".join(line.split())]
+    joined = line.replace("\\\n", "")
+    if joined != line:  # a shell removes a backslash-newline: ``aud\<newline>it.jsonl``
+        out += _line_variants(joined, depth)
     if depth < _MAX_DEPTH:
         import shlex  # on first use: a default run splits no command (issue 29: start-up)
 

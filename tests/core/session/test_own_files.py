@@ -233,6 +233,8 @@ SPELLINGS = [
     ("tar", ["-cfaudit.jsonl", "x"], "/logs"),  # after a cluster of flags
     ("sort", ["-o../../logs/sub/../audit.jsonl", "x"], "/ws/deep"),
     ("sh", ["-c", "sort -o./audit.jsonl x"], "/logs"),
+    ("bash", ["-c", "echo x >> ./aud\\\nit.jsonl"], "/logs"),  # a line continuation
+    ("bash", ["-c", 'cat "./aud\\\nit.jsonl"'], "/logs"),  # removed in double quotes too
 ]
 
 

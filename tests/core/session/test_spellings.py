@@ -31,3 +31,10 @@ def test_a_program_of_no_row_runs_nothing_more() -> None:
 def test_the_program_rows_are_the_shells_and_the_wrappers() -> None:
     assert set(spellings._INNER) == spellings._SHELLS | spellings._WRAPPERS
     assert not spellings._SHELLS & spellings._WRAPPERS
+
+
+def test_a_line_continuation_is_read_as_the_shell_removes_it() -> None:
+    """``su\\<newline>do ls`` runs ``sudo ls``: :mod:`shlex` alone reads ``su\\ndo``."""
+    assert "sudo ls" in command_variants("bash -c 'su\\\ndo ls'")
+    assert "sudo ls" in command_variants('bash -c "su\\\ndo ls"')
+    assert "sudo ls" not in command_variants("bash -c 'su\ndo ls'")  # a newline alone cuts
