@@ -80,6 +80,8 @@ _OPERATORS = frozenset("();<>|&")
 #: A run of operators, or of other characters up to whitespace (a line without quotes).
 _WORD = re.compile(r"[();<>|&]+|[^\s();<>|&]+")
 _QUOTES = frozenset("'\"\\")
+#: Removes the quotes and backslashes of a line that does not split (:func:`_split`).
+_UNQUOTE = str.maketrans("", "", "'\"\\")
 #: The most values :func:`_glued_values` reads off one short-option word.
 _MAX_GLUED = 32
 
@@ -139,9 +141,13 @@ def normpath(path: str) -> str:
 @functools.lru_cache(maxsize=256)
 def _split(line: str) -> tuple[str, ...]:
     """The words a POSIX shell reads in ``line``: quotes removed, control operators
-    (``>``, ``|``, ``;``, ``&&``) words of their own, a ``#`` kept as text; split at
-    whitespace when the line does not split (an open quote). A line without quotes
-    or backslashes is cut by :data:`_WORD` (the same words, without the lexer)."""
+    (``>``, ``|``, ``;``, ``&&``) words of their own, a ``#`` kept as text. A line
+    that does not split (an open quote, which for a shell may open nothing: an
+    apostrophe in a comment or a here-document, ``# don't``) gives the words read
+    before it, then the line split at whitespace and, its quotes and backslashes
+    removed, cut by :data:`_WORD` again (``"audit.jsonl"`` is ``audit.jsonl``). A
+    line without quotes or backslashes is cut by :data:`_WORD` (the same words,
+    without the lexer)."""
     if not _QUOTES.intersection(line):
         return tuple(_WORD.findall(line))
     import shlex  # on first use (issue 29: start-up)
@@ -149,10 +155,13 @@ def _split(line: str) -> tuple[str, ...]:
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
+    read: list[str] = []
     try:
-        return tuple(lexer)
+        read.extend(lexer)
     except ValueError:
-        return tuple(line.split())
+        unquoted = _WORD.findall(line.translate(_UNQUOTE))
+        return tuple(dict.fromkeys((*read, *line.split(), *unquoted)))
+    return tuple(read)
 
 
 def command_words(lines: Iterable[str], argv: Sequence[str] = ()) -> tuple[str, ...]:

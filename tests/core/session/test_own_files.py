@@ -235,6 +235,9 @@ SPELLINGS = [
     ("sh", ["-c", "sort -o./audit.jsonl x"], "/logs"),
     ("bash", ["-c", "echo x >> ./aud\\\nit.jsonl"], "/logs"),  # a line continuation
     ("bash", ["-c", 'cat "./aud\\\nit.jsonl"'], "/logs"),  # removed in double quotes too
+    ("bash", ["-c", "echo x>>audit.jsonl # don't"], "/logs"),  # an apostrophe in a comment
+    ("bash", ["-c", "cat >> 'audit.jsonl' <<EOF\nit's\nEOF"], "/logs"),  # a here-document's
+    ("bash", ["-c", '# don\'t\ncat "./audit.jsonl"'], "/logs"),  # before the quoted path
 ]
 
 
@@ -399,7 +402,8 @@ def test_command_words_read_options_values_redirections_and_scripts() -> None:
     assert words[:3] == ("sh", ">x", "x")  # the argv as given first, a redirection's target
     assert {"a", "b", "c", "d", "e", "g", "a>b; c 2>>d|e --f=g"} <= set(words)
     assert not set(words) & {">", ";", "2>>", "|", "-c", "--f=g"}  # operators, options
-    assert command_words(["cat 'it"], ["cat", "it's"]) == ("cat", "it's", "'it")  # open quote
+    # an open quote: the words before it, the line cut at whitespace and without quotes
+    assert command_words(["cat 'it"], ["cat", "it's"]) == ("cat", "it's", "'it", "it")
     assert command_words(["a\0b c"]) == ("c",)
 
 
