@@ -178,8 +178,9 @@ def command_words(lines: Iterable[str], argv: Sequence[str] = ()) -> tuple[str, 
         Every word, with a ``--opt=PATH`` / ``VAR=PATH`` word's value after it,
         a redirection's target (``>PATH``, ``2>>PATH``) and the values a short
         option may have glued to it (:func:`_glued_values`: ``-o../x`` gives
-        ``../x``); without options themselves (``-n``), control operators and
-        words holding a NUL.
+        ``../x``); without options themselves (``-n``; one holding a ``/`` is
+        also a path, after ``--`` or as a redirection's target: ``-d/../x``),
+        control operators and words holding a NUL.
     """
     out: dict[str, None] = {}
     for word in (*argv, *(w for line in lines for w in _split(line))):
@@ -192,6 +193,8 @@ def command_words(lines: Iterable[str], argv: Sequence[str] = ()) -> tuple[str, 
                 out[target] = None
         elif not word.startswith("--"):
             out.update(dict.fromkeys(_glued_values(word)))
+        if word.startswith("-") and "/" in word:
+            out[word] = None  # also a path, through a directory named -d: ``-- -d/../x``
         _, eq, value = word.partition("=")
         if eq and value:
             out[value] = None

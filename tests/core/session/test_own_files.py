@@ -255,6 +255,29 @@ def test_a_command_word_naming_the_audit_log_relative_to_its_cwd_is_refused(
     assert own_file_refusal([cwd], [line], own_with(None)) is None  # the text check misses it
 
 
+DEEP = "/home/u/.acp/audit.jsonl"  # beside the workspace /home/u/ws: a shared prefix
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("tee", ["--", "-d/../../.acp/audit.jsonl"]),  # a directory -d the agent made
+        ("sh", ["-c", ": /; echo x >> -d/../../.acp/audit.jsonl"]),  # a redirection's target
+        ("cp", ["x", "-d//../../.acp/./audit.jsonl"]),
+    ],
+)
+def test_a_word_starting_with_a_dash_is_also_a_path(command: str, args: list[str]) -> None:
+    """``-d/..`` is a path through a directory named ``-d``; its glued value
+    ``/../../.acp/audit.jsonl`` alone names ``/.acp/audit.jsonl``, another file."""
+    own = OwnFiles({DEEP: True}, FakeDisk({}))
+    d = terminal(command, args, "/home/u/ws", own)
+    assert (d.disposition, d.reason) == ("refuse", f"names the proxy's own file {DEEP}")
+    assert terminal("ls", ["-la", "-d/x"], "/home/u/ws", own).disposition == "forward"
+    disk = FakeDisk({"/ws/-d/audit.jsonl": AUDIT})  # -d a symbolic link to /logs
+    d = terminal("cat", ["--", "-d/audit.jsonl"], "/ws", own_with(disk))
+    assert (d.disposition, d.reason) == ("refuse", DIRECT_REASON)
+
+
 def test_glued_values_are_the_rests_of_a_short_option_word() -> None:
     assert _glued_values("-o../x") == ["../x"]
     assert _glued_values("-xzfa.b") == ["zfa.b", "fa.b", "a.b", ".b"]
