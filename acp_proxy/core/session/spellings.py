@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import functools
 import posixpath
+import re
 from collections.abc import Callable, Sequence
 
 __all__ = ["command_variants"]
 
 
+#: An ANSI-C string ``$'...'`` (bash, zsh, ksh, mksh, busybox ash; not dash), its
+#: text in group 1, or the ``$"`` opening a locale string (bash): a shell reads the
+#: text, :mod:`shlex` a ``$`` before it (``$audit.jsonl``).
+_DOLLAR_QUOTE = re.compile(r"""\$'((?:[^'\\]|\\.)*)'|\$(?=")""", re.S)
+#: An escape of an ANSI-C string: ``\xHH``, ``\uHHHH``, ``\UHHHHHHHH``, ``\NNN``,
+#: ``\cX`` or one character.
+_ESCAPE = re.compile(
+    r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S
+)
+_ESCAPES = {
+    **{"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n"},
+    **{"r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"},
+}
 #: Programs whose ``-c`` argument is a script (its command lines are matched too).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
 _MAX_DEPTH = 3
@@ -32,18 +46,50 @@ def command_variants(line: str) -> tuple[str, ...]:
 
     The line as is; every whitespace run (tab, newline, CR) as one space; and,
     when it splits as a shell word list (:func:`shlex.split`), the variants of
-    that argv (:func:`_argv_variants`); the same again without its line
-    continuations (a backslash-newline, which a shell removes outside single
-    quotes and :mod:`shlex` keeps as a newline: read everywhere, a superset).
+    that argv (:func:`_argv_variants`); the same again as a shell reads what
+    :mod:`shlex` reads otherwise (:func:`_as_a_shell_reads`: a backslash-newline
+    removed, ``$'...'`` decoded; read everywhere, even in single quotes, a superset).
     """
     return _unique(_line_variants(line, 0))
 
 
 def _line_variants(line: str, depth: int) -> list[str]:
+    out = _lexed_variants(line, depth)
+    read = _as_a_shell_reads(line)
+    if read != line:
+        out += _lexed_variants(read, depth)
+    return out
+
+
+def _as_a_shell_reads(line: str) -> str:
+    """``line`` without what a shell reads otherwise than :mod:`shlex`: its line
+    continuations (a backslash-newline: ``aud\\<newline>it``) removed, its ANSI-C
+    strings (``$'\\x61udit'``) single-quoted as decoded, ``$"..."`` as ``"..."``."""
+    return _DOLLAR_QUOTE.sub(_requoted, line.replace("\\\n", ""))
+
+
+def _requoted(match: re.Match[str]) -> str:
+    if match.group(1) is None:
+        return ""  # the $ of $"...": a locale string, its text as is without a catalogue
+    text = _ESCAPE.sub(_escaped, match.group(1)).split("\0", 1)[0]  # a NUL ends it
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code[0] in "xuU" and len(code) > 1:
+        value = int(code[1:], 16)
+    elif code[0] in "01234567":
+        value = int(code, 8) & 0xFF
+    elif code[0] == "c" and len(code) == 2:
+        value = ord(code[1]) & 0x1F
+    else:
+        return _ESCAPES.get(code, "\\" + code)
+    return chr(value) if value <= 0x10FFFF else "\\" + code
+
+
+def _lexed_variants(line: str, depth: int) -> list[str]:
     out = [line, " ".join(line.split())]
-    joined = line.replace("\\\n", "")
-    if joined != line:  # a shell removes a backslash-newline: ``aud\<newline>it.jsonl``
-        out += _line_variants(joined, depth)
     if depth < _MAX_DEPTH:
         import shlex  # on first use: a default run splits no command (issue 29: start-up)
 

@@ -235,6 +235,10 @@ SPELLINGS = [
     ("sh", ["-c", "sort -o./audit.jsonl x"], "/logs"),
     ("bash", ["-c", "echo x >> ./aud\\\nit.jsonl"], "/logs"),  # a line continuation
     ("bash", ["-c", 'cat "./aud\\\nit.jsonl"'], "/logs"),  # removed in double quotes too
+    ("bash", ["-c", "cat $'audit.jsonl'"], "/logs"),  # an ANSI-C string
+    ("bash", ["-c", "echo x >> ./$'\\x61udit.jsonl'"], "/logs"),  # its escapes decoded
+    ("bash", ["-c", "cat $'\\141udit.jsonl\\0.x'"], "/logs"),  # octal, cut at a NUL
+    ("bash", ["-c", 'cat $"audit.jsonl"'], "/logs"),  # a locale string
     ("bash", ["-c", "echo x>>audit.jsonl # don't"], "/logs"),  # an apostrophe in a comment
     ("bash", ["-c", "cat >> 'audit.jsonl' <<EOF\nit's\nEOF"], "/logs"),  # a here-document's
     ("bash", ["-c", '# don\'t\ncat "./audit.jsonl"'], "/logs"),  # before the quoted path

@@ -38,3 +38,11 @@ def test_a_line_continuation_is_read_as_the_shell_removes_it() -> None:
     assert "sudo ls" in command_variants("bash -c 'su\\\ndo ls'")
     assert "sudo ls" in command_variants('bash -c "su\\\ndo ls"')
     assert "sudo ls" not in command_variants("bash -c 'su\ndo ls'")  # a newline alone cuts
+
+
+def test_an_ansi_c_string_is_read_as_the_shell_decodes_it() -> None:
+    """``$'su\\x64o' ls`` runs ``sudo ls``: :mod:`shlex` reads ``$su\\x64o``."""
+    assert "sudo ls" in command_variants("bash -c \"$'su\\x64o' ls\"")
+    assert "sudo ls" in command_variants("bash -c \"$'\\163udo' ls\"")
+    assert "sudo ls" in command_variants("bash -c '$\"sudo\" ls'")
+    assert "sudo ls" not in command_variants("bash -c \"$'su\\x65o' ls\"")
