@@ -248,6 +248,33 @@ def word_places(words: Iterable[str], cwd: str | None) -> tuple[tuple[str, str],
     return tuple(out)
 
 
+def _held(pointed: Sequence[tuple[str, str]], own: OwnFiles) -> list[tuple[str, str]]:
+    """The places a command's words name as a directory and a name apart: each word
+    place joined to the name of an own file that another word carries as its last
+    part (``cp audit.jsonl /logs/``, ``mv -t /logs x/audit.jsonl``, ``find /logs
+    -name audit.jsonl -delete``, ``cd /logs && rm audit.jsonl``), after the words.
+
+    Args:
+        pointed: the command words' places (:func:`word_places`).
+        own: the proxy's own files (their names, case-folded).
+
+    Returns:
+        ``(normalised, as joined)`` pairs, none when no word carries an own
+        file's name.
+    """
+    names = {
+        posixpath.basename(p).casefold(): posixpath.basename(p)
+        for p, below in own.places.items()
+        if below
+    }
+    carried = {
+        names[n] for n in {posixpath.basename(p).casefold() for p, _ in pointed} if n in names
+    }
+    return [
+        (normpath(f"{n}/{name}"), f"{j}/{name}") for name in sorted(carried) for n, j in pointed
+    ]
+
+
 def _may_name_a_file(path: str) -> bool:
     """False when ``path`` is too long to name a file (:data:`_PATH_MAX`, :data:`_NAME_MAX`)."""
     data = path.encode("utf-8", "surrogatepass")
@@ -307,7 +334,8 @@ def own_file_refusal(
         own: the proxy's own files.
         commands: each command's cwd (absolute, normalised; ``None``: unknown)
             and words (:func:`command_words`): each word is a place joined to
-            that cwd (:func:`word_places`).
+            that cwd (:func:`word_places`), and again joined to an own file's
+            name another word carries (:func:`_held`: a directory and a name).
 
     Returns:
         ``"names the proxy's own file F"`` when a place, line or word names ``F``
@@ -324,6 +352,7 @@ def own_file_refusal(
         return None
     places = list(places)
     pointed = [p for cwd, words in commands for p in word_places(words, cwd)]
+    pointed += _held(pointed, own)
     hit = own_file_hit(places, lines, own, (normal for normal, _ in pointed))
     same = own.same_file
     if hit is not None or same is None:

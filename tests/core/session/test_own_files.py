@@ -282,6 +282,34 @@ def test_a_word_starting_with_a_dash_is_also_a_path(command: str, args: list[str
     assert (d.disposition, d.reason) == ("refuse", DIRECT_REASON)
 
 
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("cp", ["audit.jsonl", "/logs/"]),  # the agent's forged log over the proxy's
+        ("mv", ["-t", "../logs", "x/audit.jsonl"]),
+        ("rsync", ["AUDIT.jsonl", "/logs"]),
+        ("find", ["/logs", "-name", "audit.jsonl", "-delete"]),
+        ("git", ["-C", "/logs", "rm", "audit.jsonl"]),
+        ("sh", ["-c", "cd /logs && : > audit.jsonl"]),
+    ],
+)
+def test_a_directory_and_the_log_s_name_in_two_words_are_refused(
+    command: str, args: list[str]
+) -> None:
+    """No word is the log, but one names its directory and another its name."""
+    d = terminal(command, args, "/ws", own_with(FakeDisk({})))
+    assert (d.disposition, d.forced, d.reason) == ("refuse", True, DIRECT_REASON)
+    assert own_file_refusal(["/ws"], [" ".join([command, *args])], own_with(None)) is None
+
+
+def test_a_directory_holding_the_log_by_identity_and_other_names_forwarded() -> None:
+    disk = FakeDisk({"/ws/logdir/audit.jsonl": AUDIT})  # /ws/logdir -> /logs
+    d = terminal("cp", ["audit.jsonl", "logdir"], "/ws", own_with(disk))
+    assert (d.disposition, d.reason) == ("refuse", DIRECT_REASON)
+    for args in (["notes.txt", "/logs/"], ["audit.jsonl", "/ws/out/"], ["-la", "/logs"]):
+        assert terminal("cp", args, "/ws", own_with(disk)).disposition == "forward", args
+
+
 def test_glued_values_are_the_rests_of_a_short_option_word() -> None:
     assert _glued_values("-o../x") == ["../x"]
     assert _glued_values("-xzfa.b") == ["zfa.b", "fa.b", "a.b", ".b"]
