@@ -82,6 +82,12 @@ _WORD = re.compile(r"[();<>|&]+|[^\s();<>|&]+")
 _QUOTES = frozenset("'\"\\")
 #: Removes the quotes and backslashes of a line that does not split (:func:`_split`).
 _UNQUOTE = str.maketrans("", "", "'\"\\")
+#: The parts of a word between the characters that cut code and lists (:func:`_inner_words`).
+_INNER = re.compile(r"[^\s'\"`(),:;\[\]{}]+")
+#: A brace expansion's innermost comma list (``{l,x}``).
+_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
+#: The most words :func:`_braced` gives one word.
+_MAX_BRACED = 64
 #: The most values :func:`_glued_values` reads off one short-option word.
 _MAX_GLUED = 32
 
@@ -248,6 +254,35 @@ def word_places(words: Iterable[str], cwd: str | None) -> tuple[tuple[str, str],
     return tuple(out)
 
 
+def _inner_words(words: Sequence[str]) -> list[str]:
+    """The places a word may hold inside it, compared by path only (no identity check):
+    the parts between the quotes, commas, colons and brackets of a program's code or a
+    list (``open('audit.jsonl','a')``, ``-Wl,-Map,./audit.jsonl``, ``./a.log:/x``) and
+    a brace expansion's words (``audit.json{l,x}``, at most :data:`_MAX_BRACED` a word).
+    """
+    out: dict[str, None] = {}
+    for word in words:
+        for whole in _braced(word):
+            out[whole] = None
+            out.update(dict.fromkeys(_INNER.findall(whole)))
+    return [w for w in out if w not in words]
+
+
+def _braced(word: str) -> list[str]:
+    """``word`` brace-expanded as bash does a comma list (``{a,b}``, innermost first)."""
+    todo: list[str] = [word]
+    done: list[str] = []
+    while todo:
+        one = todo.pop()
+        group = _BRACE.search(one)
+        if group is None or len(done) + len(todo) >= _MAX_BRACED:
+            done.append(one)
+            continue
+        head, tail = one[: group.start()], one[group.end() :]
+        todo += [head + alt + tail for alt in reversed(group.group(1).split(","))]
+    return done
+
+
 def _held(pointed: Sequence[tuple[str, str]], own: OwnFiles) -> list[tuple[str, str]]:
     """The places a command's words name as a directory and a name apart: each word
     place joined to the name of an own file that another word carries as its last
@@ -353,7 +388,8 @@ def own_file_refusal(
     places = list(places)
     pointed = [p for cwd, words in commands for p in word_places(words, cwd)]
     pointed += _held(pointed, own)
-    hit = own_file_hit(places, lines, own, (normal for normal, _ in pointed))
+    inner = [p for cwd, words in commands for p, _ in word_places(_inner_words(words), cwd)]
+    hit = own_file_hit(places, lines, own, [*(normal for normal, _ in pointed), *inner])
     same = own.same_file
     if hit is not None or same is None:
         return None if hit is None else f"names the proxy's own file {hit}"

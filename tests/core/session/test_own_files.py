@@ -310,6 +310,31 @@ def test_a_directory_holding_the_log_by_identity_and_other_names_forwarded() -> 
         assert terminal("cp", args, "/ws", own_with(disk)).disposition == "forward", args
 
 
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("python3", ["-c", "open('audit.jsonl','a').write('x')"]),  # a program's code
+        ("node", ["-e", 'require("fs").truncateSync("./audit.jsonl")']),
+        ("gcc", ["-Wl,-Map,./audit.jsonl", "m.c"]),  # a list of the linker's options
+        ("docker", ["run", "-v", "./audit.jsonl:/x", "alpine"]),  # source:target
+        ("bash", ["-c", "echo x | tee -a audit.json{l,x}"]),  # a brace expansion
+        ("bash", ["-c", "echo x >> {./,}{audit,x}.jsonl"]),
+    ],
+)
+def test_a_path_inside_a_word_is_compared_by_path(command: str, args: list[str]) -> None:
+    d = terminal(command, args, "/logs", own_with(FakeDisk({})))
+    assert (d.disposition, d.forced, d.reason) == ("refuse", True, DIRECT_REASON)
+
+
+def test_a_word_s_inner_parts_are_never_asked_about() -> None:
+    """Compared by path only: the identity checks stay the words' (and their budget)."""
+    disk = FakeDisk({})
+    for args in (["-c", "open('notes.txt','a')"], ["-m", "rotate audit.jsonl, keep {it,me}"]):
+        assert terminal("python3", args, "/ws", own_with(disk)).disposition == "forward"
+    assert "/ws/notes.txt,a" in disk.asked  # a word of the line, as before
+    assert not {"/ws/notes.txt", "/ws/audit.jsonl", "/ws/it", "/ws/me"} & set(disk.asked)
+
+
 def test_glued_values_are_the_rests_of_a_short_option_word() -> None:
     assert _glued_values("-o../x") == ["../x"]
     assert _glued_values("-xzfa.b") == ["zfa.b", "fa.b", "a.b", ".b"]
