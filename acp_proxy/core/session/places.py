@@ -90,6 +90,8 @@ _BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
 _MAX_BRACED = 64
 #: The most values :func:`_glued_values` reads off one short-option word.
 _MAX_GLUED = 32
+#: The rests after the first option characters :func:`_glued_values` always gives.
+_FIRST_GLUED = 4
 
 
 @attrs.frozen(eq=False, repr=False, slots=False)  # made rarely: see config/records.py
@@ -212,7 +214,8 @@ def _glued_values(word: str) -> list[str]:
     ``-oFILE``, also after a cluster of flags: ``-xzfFILE``): every rest of the word
     after at least one option character, up to the first character that is not a
     letter or digit (a value starts there at the latest), at most
-    :data:`_MAX_GLUED` of them (the nearest that character).
+    :data:`_MAX_GLUED` of them (the nearest that character) and the first
+    :data:`_FIRST_GLUED` (a value longer than that: ``-o`` and 40 letters).
 
     Args:
         word: a word starting with one ``-``.
@@ -224,8 +227,10 @@ def _glued_values(word: str) -> list[str]:
     end = 1
     while end < len(word) and word[end].isascii() and word[end].isalnum():
         end += 1
+    last = min(end, len(word) - 1)
     first = max(2, end - _MAX_GLUED)
-    return [word[i:] for i in range(first, min(end, len(word) - 1) + 1)]
+    leading = range(2, min(2 + _FIRST_GLUED, first))  # a long value glued to -o or -xzf
+    return [word[i:] for i in (*leading, *range(first, last + 1))]
 
 
 def word_places(words: Iterable[str], cwd: str | None) -> tuple[tuple[str, str], ...]:

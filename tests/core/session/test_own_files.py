@@ -341,8 +341,10 @@ def test_glued_values_are_the_rests_of_a_short_option_word() -> None:
     assert _glued_values("-la") == ["a"]
     assert _glued_values("-n") == _glued_values("-") == []
     many = _glued_values("-" + "v" * 100 + "o./x")  # bounded, the nearest the value kept
-    assert len(many) == 33
+    assert len(many) == 4 + 33
     assert many[-1] == "./x"
+    long = "L" * 40  # a value longer than the bound, glued to -o or a cluster of flags
+    assert {long, "o" + long, "L" * 38} <= set(_glued_values("-xo" + long))
     assert command_words(["a --f"]) == ("a",)  # a long option carries nothing glued
 
 
@@ -393,6 +395,7 @@ def test_a_v2_command_subject_s_words_are_read_against_its_cwd() -> None:
         (["hard-link"], "/ws", {HARD: AUDIT}),  # a hard link, by a bare name
         (["./logdir/audit.jsonl"], "/ws", {THROUGH: AUDIT}),  # through a linked directory
         (["--in=alias"], "/ws", {"/ws/alias": AUDIT}),  # a symbolic link to the file
+        (["-o" + "L" * 40], "/ws", {"/ws/" + "L" * 40: AUDIT}),  # a long one, glued
         (["/ws/x/../hard-link"], "/", {"/ws/x/../hard-link": AUDIT}),  # `..` as the kernel reads
     ],
 )
