@@ -84,6 +84,8 @@ _QUOTES = frozenset("'\"\\")
 _UNQUOTE = str.maketrans("", "", "'\"\\")
 #: The parts of a word between the characters that cut code and lists (:func:`_inner_words`).
 _INNER = re.compile(r"[^\s'\"`(),:;\[\]{}]+")
+#: The word a parameter expansion gives when its variable is unset (``${X:-word}``).
+_DEFAULT = re.compile(r"\$\{\w+:?[-=?+]([^{}]*)\}")
 #: A brace expansion's innermost comma list (``{l,x}``).
 _BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
 #: The most words :func:`_braced` gives one word.
@@ -263,13 +265,15 @@ def _inner_words(words: Sequence[str]) -> list[str]:
     """The places a word may hold inside it, compared by path only (no identity check):
     the parts between the quotes, commas, colons and brackets of a program's code or a
     list (``open('audit.jsonl','a')``, ``-Wl,-Map,./audit.jsonl``, ``./a.log:/x``) and
-    a brace expansion's words (``audit.json{l,x}``, at most :data:`_MAX_BRACED` a word).
+    a brace expansion's words (``audit.json{l,x}``, at most :data:`_MAX_BRACED` a word)
+    and a parameter expansion's default (``${X:-audit.jsonl}``, ``${X=audit.jsonl}``).
     """
     out: dict[str, None] = {}
     for word in words:
         for whole in _braced(word):
             out[whole] = None
             out.update(dict.fromkeys(_INNER.findall(whole)))
+            out.update(dict.fromkeys(_DEFAULT.findall(whole)))
     return [w for w in out if w not in words]
 
 

@@ -319,6 +319,9 @@ def test_a_directory_holding_the_log_by_identity_and_other_names_forwarded() -> 
         ("docker", ["run", "-v", "./audit.jsonl:/x", "alpine"]),  # source:target
         ("bash", ["-c", "echo x | tee -a audit.json{l,x}"]),  # a brace expansion
         ("bash", ["-c", "echo x >> {./,}{audit,x}.jsonl"]),
+        ("bash", ["-c", "echo x >> ${X:-audit.jsonl}"]),  # a parameter's default
+        ("sh", ["-c", 'echo x >> "${X-audit.jsonl}"']),
+        ("sh", ["-c", "echo x >> ${X:=audit.jsonl}"]),
     ],
 )
 def test_a_path_inside_a_word_is_compared_by_path(command: str, args: list[str]) -> None:
