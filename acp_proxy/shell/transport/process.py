@@ -31,7 +31,7 @@ import signal
 import subprocess
 import sys
 import termios
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
@@ -48,6 +48,7 @@ __all__ = [
     "SandboxedCommand",
     "describe_exit",
     "exit_status",
+    "first_started_match",
 ]
 
 log = logging.getLogger("acp_proxy")
@@ -309,27 +310,72 @@ _AGENT_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 def _find_descendant(root: int, argv: list[str]) -> int | None:
-    """The pid of the first process below ``root`` whose command line is ``argv`` (Linux
-    ``/proc``), or ``None``."""
+    """The pid of the process below ``root`` whose command line is ``argv`` and that
+    started first (Linux ``/proc``), or ``None`` (see :func:`first_started_match`)."""
     want = b"\0".join(a.encode() for a in argv) + b"\0"
     stats = _proc_stats()
     if stats is None:
         return None
+    return first_started_match(root, stats, want, _cmdline)
+
+
+def _cmdline(pid: int) -> bytes | None:
+    """``/proc/<pid>/cmdline``, or ``None`` when it cannot be read (the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def first_started_match(
+    root: int,
+    stats: list[tuple[int, list[bytes]]],
+    want: bytes,
+    cmdline: Callable[[int], bytes | None],
+) -> int | None:
+    """Of the processes below ``root`` whose command line is ``want``, the one that
+    started first (``stat`` start time; ties: the shallower, then the first listed).
+
+    A fork of the agent that has not called ``exec`` yet has the agent's command
+    line, and once its parent has exited it is re-parented to the namespace's
+    init, the agent's own parent, so it is the agent's sibling. Taken for the
+    agent (it came first in ``/proc``, as after a pid wrap) it got the signal
+    meant for the agent, which went on running until SIGKILLed. A fork cannot
+    have started before the process it was forked from.
+
+    Args:
+        root: the pid whose descendants are searched.
+        stats: every process as its pid and its ``stat`` fields after the command
+            name (:func:`_proc_stats`).
+        want: the command line, NUL-terminated arguments as in ``/proc/<pid>/cmdline``.
+        cmdline: reads a pid's command line (``None``: it is gone).
+    """
     children: dict[int, list[int]] = {}
+    started: dict[int, int] = {}
     for pid, fields in stats:
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(pid)
+        if len(fields) > _STARTTIME:
+            started[pid] = int(fields[_STARTTIME])
+    best: tuple[int, int] | None = None
+    found: int | None = None
     queue = list(children.get(root, ()))
+    order = 0
     while queue:
         pid = queue.pop(0)
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f.read() == want:
-                    return pid
-        except OSError:
-            pass
+        if cmdline(pid) == want:
+            key = (started.get(pid, 0), order)
+            if best is None or key < best:
+                best, found = key, pid
+        order += 1
         queue.extend(children.get(pid, ()))
-    return None
+    return found
+
+
+#: index of ``starttime`` (``stat`` field 22, clock ticks after boot) in :func:`_proc_stats`
+#: fields, which begin with field 3 (``state``)
+_STARTTIME = 19
 
 
 def exit_status(returncode: int) -> int:
