@@ -119,6 +119,14 @@ def _daemons(marker: str) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> list[bytes]:
+    """The arguments of ``pid`` (none once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 def _scene(
     tmp_path: Path, port: int, *, sandbox: bool, engine: str, allowed: str = ""
 ) -> dict[str, Any]:
@@ -298,18 +306,28 @@ def test_check_config_prints_the_effective_sandbox(tmp_path: Path) -> None:
     assert f'#       "{tmp_path / "c.toml"}"' in check.stdout  # the config, denied to the agent
 
 
-TERM_AGENT = """
+#: the program of TERM_AGENT's daemon (its command line tells it from the agent's)
+DAEMON = "import time; time.sleep(60)"
+
+#: An agent with a SIGTERM handler (status 3) and a double-forked daemon. It says
+#: ``ready`` once the daemon runs its own program: the write end of the pipe is
+#: close-on-exec, so the read sees its end when the daemon has exec'd and its parent
+#: exited (until then a fork has the agent's command line).
+TERM_AGENT = f"""
 import os, signal, sys, time
 def stop(signum, frame):
     sys.stderr.write("agent got signal %d\\n" % signum)
     sys.stderr.flush()
     sys.exit(3)
 signal.signal(signal.SIGTERM, stop)
+execd, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)", sys.argv[1]])
+        os.execv(sys.executable, [sys.executable, "-c", {DAEMON!r}, sys.argv[1]])
     os._exit(0)
+os.close(w)
+os.read(execd, 1)
 sys.stderr.write("ready\\n")
 sys.stderr.flush()
 time.sleep(60)
@@ -317,12 +335,16 @@ time.sleep(60)
 
 
 def _start_sandboxed(
-    tmp_path: Path, agent: str, *args: str, env: dict[str, str] | None = None
+    tmp_path: Path,
+    agent: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    config: str = "",
 ) -> tuple[subprocess.Popen[bytes], bytes]:
-    """Starts the proxy, sandboxed, with ``python -c agent *args``; returns it and its
-    stderr up to the agent's ``ready`` line."""
+    """Starts the proxy, sandboxed, with ``python -c agent *args`` (``config``: more of
+    its config file); returns it and its stderr up to the agent's ``ready`` line."""
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n')
+    cfg.write_text(f'[sandbox]\nenabled = true\nengine_command = "{srt_engine()}"\n{config}')
     argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--"]
     argv += [sys.executable, "-c", agent, *args]
     proxy = subprocess.Popen(
@@ -354,21 +376,35 @@ def _start_sandboxed(
 
 def test_sigterm_reaches_the_sandboxed_agent_and_nothing_outlives_it(tmp_path: Path) -> None:
     """SIGTERM to the proxy reaches the agent inside the sandbox (its handler runs, its
-    status is the proxy's); its double-forked daemon dies with the sandbox."""
+    status is the proxy's); its double-forked daemon dies with the sandbox.
+
+    Only the forwarded SIGTERM can end the agent: the client's stdin stays open (its
+    end would give the agent SIGTERM after ``grace_seconds``) and the proxy's SIGKILL
+    ``kill_after_seconds`` after the SIGTERM is beyond the test's wait. A SIGTERM gone
+    astray leaves the agent to exit 0 after its sleep."""
     marker = f"acp-proxy-test-daemon-{os.getpid()}-{time.monotonic_ns()}"
-    proxy, seen = _start_sandboxed(tmp_path, TERM_AGENT, marker)
-    try:
-        assert _daemons(marker)  # the daemon runs (inside the sandbox)
-        proxy.send_signal(15)
-        _, rest = proxy.communicate(timeout=TIMEOUT)
-        assert proxy.returncode == 3, (seen + rest).decode(errors="replace")
-        assert b"agent got signal 15" in seen + rest
-        assert _daemons(marker) == []
-    finally:
-        if proxy.poll() is None:
-            proxy.kill()
-        for pid in _daemons(marker):
-            os.kill(pid, 9)
+    config = f"[process]\nkill_after_seconds = {3 * TIMEOUT}\n"
+    proxy, seen = _start_sandboxed(tmp_path, TERM_AGENT, marker, config=config)
+    assert proxy.stderr is not None
+    with proxy:  # closes the pipes, waits for the proxy
+        try:
+            daemons = [p for p in _daemons(marker) if DAEMON.encode() in _cmdline(p)]
+            assert daemons, _daemons(marker)  # the daemon runs its program (in the sandbox)
+            proxy.send_signal(15)
+            watchdog = threading.Timer(TIMEOUT, proxy.kill)
+            watchdog.start()
+            try:
+                rest = proxy.stderr.read()  # to the proxy's exit, its stdin open
+            finally:
+                watchdog.cancel()
+            assert proxy.wait() == 3, (seen + rest).decode(errors="replace")
+            assert b"agent got signal 15" in seen + rest
+            assert _daemons(marker) == []
+        finally:
+            if proxy.poll() is None:
+                proxy.kill()
+            for pid in _daemons(marker):
+                os.kill(pid, 9)
 
 
 async def test_listen_confines_the_agent_of_every_connection(
