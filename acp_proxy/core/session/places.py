@@ -36,8 +36,9 @@ resolved first would have to parse every request a second time.
   target too. Each is joined to the command's cwd and normalised
   (``./audit.jsonl``, ``..``, ``//``), compared by path, then by identity (a
   symbolic or hard link), at most :data:`MAX_WORDS_EXAMINED` identity checks
-  a request. Advisory, as every command rule: a shell can build any string
-  (``$HOME``, ``cd`` first, a variable); only the trivial spellings are caught.
+  a request (one with more places to ask about is refused). Advisory, as
+  every command rule: a shell can build any string (``$HOME``, ``cd`` first,
+  a variable); only the trivial spellings are caught.
   A word names an own file, never the ``--watch-config`` directory itself
   (``ls ..`` in a project is not refused for it).
 """
@@ -66,9 +67,10 @@ __all__ = [
     "word_places",
 ]
 
-#: The most command words a request's identity check asks about (each is a ``stat``
-#: in the shell); the words after them are compared by path only.
-MAX_WORDS_EXAMINED = 64
+#: The most command word places a request's identity check asks about (each a
+#: ``stat`` in the shell, a few microseconds); a request with more is refused (fail
+#: closed: a symbolic link to an own file could be the next one).
+MAX_WORDS_EXAMINED = 1024
 #: The longest path, and file name, a word may be to name a file (Linux's
 #: ``PATH_MAX`` and ``NAME_MAX``, in bytes): a longer one names none (the client's
 #: open fails too), so a long ``-m`` message is never asked about.
@@ -390,7 +392,8 @@ def own_file_refusal(
         cannot be read; else ``None``. The identity check is asked only when no
         path names an own file, once per place, places first, then at most
         :data:`MAX_WORDS_EXAMINED` word places (a word too long to name a file
-        is not asked about).
+        is not asked about); ``"more than N words to examine: fail closed"``
+        when more word places are left to ask about.
     """
     if not own:
         return None
@@ -422,10 +425,10 @@ def own_file_refusal(
             return why
     budget = MAX_WORDS_EXAMINED
     for place in (p for pair in pointed for p in pair):
-        if budget <= 0:
-            break
         if place in asked or not _may_name_a_file(place):
             continue
+        if budget <= 0:  # one more to ask about: a link to an own file could hide there
+            return f"more than {MAX_WORDS_EXAMINED} words to examine: fail closed"
         budget -= 1
         if (why := examined(place, True)) is not None:
             return why

@@ -465,16 +465,25 @@ def test_a_word_naming_the_watched_config_directory_is_not_refused() -> None:
 
 
 def test_words_are_asked_after_the_places_each_once_and_at_most_the_budget() -> None:
+    """Up to the budget every word place is asked about once; one more to ask about and
+    the request is refused (a link to the log could be that one: ``tee f0 .. f69 alias``)."""
     disk = FakeDisk({})
-    many = [f"f{i}" for i in range(2 * MAX_WORDS_EXAMINED)]
-    assert own_file_refusal(["/ws"], [], own_with(disk), [("/ws", ["/ws", "a", "a", *many])]) is (
-        None
-    )
+    words = ["/ws", "a", "a", *(f"f{i}" for i in range(MAX_WORDS_EXAMINED - 1))]
+    assert own_file_refusal(["/ws"], [], own_with(disk), [("/ws", words)]) is None
     assert disk.asked[:2] == ["/ws", "/ws/a"]
-    assert len(disk.asked) == 1 + MAX_WORDS_EXAMINED
+    assert len(disk.asked) == 1 + MAX_WORDS_EXAMINED  # the place /ws, then the budget
     assert len(set(disk.asked)) == len(disk.asked)
-    last = f"/ws/f{2 * MAX_WORDS_EXAMINED - 1}"  # not asked, still compared by path
-    assert own_file_refusal([], [], OwnFiles({last: True}, disk), [("/ws", many)]) is not None
+    over = FakeDisk({"/ws/alias": AUDIT})
+    padded = [*(f"f{i}" for i in range(MAX_WORDS_EXAMINED)), "alias"]
+    assert own_file_refusal([], [], own_with(over), [("/ws", padded)]) == (
+        f"more than {MAX_WORDS_EXAMINED} words to examine: fail closed"
+    )
+    assert "/ws/alias" not in over.asked  # refused without asking: it could be a link
+    last = f"/ws/f{2 * MAX_WORDS_EXAMINED - 1}"  # compared by path before any identity
+    many = [f"f{i}" for i in range(2 * MAX_WORDS_EXAMINED)]
+    assert own_file_refusal([], [], OwnFiles({last: True}, disk), [("/ws", many)]) == (
+        f"names the proxy's own file {last}"
+    )
 
 
 def test_relative_words_without_a_cwd_are_left_out() -> None:
