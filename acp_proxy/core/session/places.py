@@ -84,12 +84,13 @@ _WORD = re.compile(r"[();<>|&]+|[^\s();<>|&]+")
 _QUOTES = frozenset("'\"\\")
 #: Removes the quotes and backslashes of a line that does not split (:func:`_split`).
 _UNQUOTE = str.maketrans("", "", "'\"\\")
+# The three patterns below compile on first use (``re``'s cache), not at import.
 #: The parts of a word between the characters that cut code and lists (:func:`_inner_words`).
-_INNER = re.compile(r"[^\s'\"`(),:;\[\]{}]+")
+_INNER = r"[^\s'\"`(),:;\[\]{}]+"
 #: The word a parameter expansion gives when its variable is unset (``${X:-word}``).
-_DEFAULT = re.compile(r"\$\{\w+:?[-=?+]([^{}]*)\}")
+_DEFAULT = r"\$\{\w+:?[-=?+]([^{}]*)\}"
 #: A brace expansion's innermost comma list (``{l,x}``).
-_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_BRACE = r"\{([^{}]*,[^{}]*)\}"
 #: The most words :func:`_braced` gives one word.
 _MAX_BRACED = 64
 #: The most values :func:`_glued_values` reads off one short-option word.
@@ -274,8 +275,8 @@ def _inner_words(words: Sequence[str]) -> list[str]:
     for word in words:
         for whole in _braced(word):
             out[whole] = None
-            out.update(dict.fromkeys(_INNER.findall(whole)))
-            out.update(dict.fromkeys(_DEFAULT.findall(whole)))
+            out.update(dict.fromkeys(re.findall(_INNER, whole)))
+            out.update(dict.fromkeys(re.findall(_DEFAULT, whole)))
     return [w for w in out if w not in words]
 
 
@@ -285,7 +286,7 @@ def _braced(word: str) -> list[str]:
     done: list[str] = []
     while todo:
         one = todo.pop()
-        group = _BRACE.search(one)
+        group = re.search(_BRACE, one)
         if group is None or len(done) + len(todo) >= _MAX_BRACED:
             done.append(one)
             continue

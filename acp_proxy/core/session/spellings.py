@@ -16,15 +16,14 @@ from collections.abc import Callable, Sequence
 __all__ = ["command_variants"]
 
 
+# Patterns compiled on first use (``re``'s cache), not at import (issue 29: start-up).
 #: An ANSI-C string ``$'...'`` (bash, zsh, ksh, mksh, busybox ash; not dash), its
 #: text in group 1, or the ``$"`` opening a locale string (bash): a shell reads the
 #: text, :mod:`shlex` a ``$`` before it (``$audit.jsonl``).
-_DOLLAR_QUOTE = re.compile(r"""\$'((?:[^'\\]|\\.)*)'|\$(?=")""", re.S)
+_DOLLAR_QUOTE = r"""(?s)\$'((?:[^'\\]|\\.)*)'|\$(?=")"""
 #: An escape of an ANSI-C string: ``\xHH``, ``\uHHHH``, ``\UHHHHHHHH``, ``\NNN``,
 #: ``\cX`` or one character.
-_ESCAPE = re.compile(
-    r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S
-)
+_ESCAPE = r"(?s)\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)"
 _ESCAPES = {
     **{"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n"},
     **{"r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"},
@@ -65,13 +64,13 @@ def _as_a_shell_reads(line: str) -> str:
     """``line`` without what a shell reads otherwise than :mod:`shlex`: its line
     continuations (a backslash-newline: ``aud\\<newline>it``) removed, its ANSI-C
     strings (``$'\\x61udit'``) single-quoted as decoded, ``$"..."`` as ``"..."``."""
-    return _DOLLAR_QUOTE.sub(_requoted, line.replace("\\\n", ""))
+    return re.sub(_DOLLAR_QUOTE, _requoted, line.replace("\\\n", ""))
 
 
 def _requoted(match: re.Match[str]) -> str:
     if match.group(1) is None:
         return ""  # the $ of $"...": a locale string, its text as is without a catalogue
-    text = _ESCAPE.sub(_escaped, match.group(1)).split("\0", 1)[0]  # a NUL ends it
+    text = re.sub(_ESCAPE, _escaped, match.group(1)).split("\0", 1)[0]  # a NUL ends it
     return "'" + text.replace("'", "'\\''") + "'"
 
 
