@@ -635,7 +635,11 @@ def _own_file(shapes: list[_Facts], own: OwnFiles) -> str | None:
         (x for s in shapes for x in (s.path, s.cwd, *s.paths) if x is not None),
         (x for s in shapes for x in (s.command, *s.commands) if x is not None),
         own,
-        [(s.cwd, command_words(s.commands, s.argv)) for s in shapes if s.command is not None],
+        [
+            (s.cwd, command_words(s.commands, s.argv))
+            for s in shapes
+            if s.command is not None or s.commands
+        ],
     )
 
 
@@ -698,9 +702,12 @@ def _tool_facts(tool: object, tools: Mapping[str, Mapping[str, Any]] | None) -> 
     if named.paths:
         audit["paths"] = " ".join(named.paths)
     paths = tuple(_normpath(p) if is_absolute(p) else p for p in named.paths)
+    commands, argv = _raw_command(raw)
     return _Facts(
         tool,
         audit=audit,
+        commands=commands,
+        argv=argv,
         incomplete=incomplete,
         # the SDKs read a kind outside the schema's ToolKind values as no kind
         kind_unknown=tool.get("kind") not in TOOL_KINDS,
@@ -709,6 +716,20 @@ def _tool_facts(tool: object, tools: Mapping[str, Mapping[str, Any]] | None) -> 
         paths_incomplete=named.incomplete,
         raw_paths=named.paths,
     )
+
+
+def _raw_command(raw: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A tool call's ``rawInput.command`` as the own files' check reads it: its spellings
+    (:func:`command_variants`; an argv list's too, as a ``terminal/create``'s) and
+    its argv, or two empty tuples (no command, or not a string nor a list of strings).
+    Read by the own files' check only: command rules match ``rawInput`` as ``raw_input``."""
+    command = raw.get("command") if isinstance(raw, dict) else None
+    if isinstance(command, str):
+        return command_variants(command), ()
+    if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+        line = " ".join(command)
+        return _unique((*_argv_variants(command, 0), *command_variants(line))), tuple(command)
+    return (), ()
 
 
 def _shapes(

@@ -393,6 +393,33 @@ def test_a_v2_command_subject_s_words_are_read_against_its_cwd() -> None:
 
 
 @pytest.mark.parametrize(
+    "command",
+    [
+        f"cat {AUDIT}",  # Claude's Bash tool: a string
+        ["/bin/bash", "-lc", f"echo forged >> {AUDIT}"],  # Codex: an argv
+        ["truncate", "-s0", "--reference=/x", AUDIT],
+        "sh -c 'cat /logs//audit.jsonl'",
+        f"cat {HARD}",  # a hard link to the log, by identity
+    ],
+)
+def test_a_v1_tool_call_s_raw_command_naming_the_log_is_refused(command: Any) -> None:
+    """``toolCall.rawInput.command`` is read as the v2 ``subject.command`` is (its words
+    by path and identity; no cwd, so relative words are left out)."""
+    tool = {"toolCallId": "t1", "kind": "execute", "rawInput": {"command": command}}
+    options = [{"optionId": "no", "name": "No", "kind": "reject_once"}]
+    disk = FakeDisk({HARD: AUDIT})
+    d = decide("session/request_permission", {"toolCall": tool, "options": options}, own_with(disk))
+    assert (d.disposition, d.reason) == ("refuse", DIRECT_REASON)
+
+
+def test_a_v1_tool_call_s_raw_command_elsewhere_goes_to_the_client() -> None:
+    tool = {"toolCallId": "t1", "kind": "execute", "rawInput": {"command": ["ls", "-la", "/ws"]}}
+    options = [{"optionId": "no", "name": "No", "kind": "reject_once"}]
+    d = decide("session/request_permission", {"toolCall": tool, "options": options}, own_with(None))
+    assert d.disposition == "forward"  # no rule: the client asks its user
+
+
+@pytest.mark.parametrize(
     ("args", "cwd", "answers"),
     [
         (["hard-link"], "/ws", {HARD: AUDIT}),  # a hard link, by a bare name
