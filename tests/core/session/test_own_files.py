@@ -27,12 +27,10 @@ from acp_proxy.core.session.places import (
     MAX_WORDS_EXAMINED,
     OwnFiles,
     Unexamined,
-    _glued_values,
-    _split,
-    command_words,
     own_file_refusal,
     word_places,
 )
+from acp_proxy.core.session.words import _glued_values, _split, command_words
 from acp_proxy.core.wire.views import OPAQUE
 from tests.support import corekit as kit
 
