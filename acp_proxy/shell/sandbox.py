@@ -109,6 +109,8 @@ class Sandbox:
         workspace: the absolute workspace roots.
         env: the environment the engine and the agent start with (the proxy's, secrets
             stripped, private caches set).
+        engine_tmp: a directory private to this proxy under which each start of the
+            engine gets a ``TMPDIR`` of its own (:meth:`SandboxedCommand.launch_env`).
         launcher: the argv that runs the engine: ``unshare`` and :data:`PID_NAMESPACE`
             on Linux, then the engine's interpreter resolved at start-up (if it is a
             script) and the engine's real path.
@@ -122,13 +124,14 @@ class Sandbox:
     workspace: list[str]
     launcher: tuple[str, ...]
     env: dict[str, str] = attrs.field(factory=dict)
+    engine_tmp: str | None = None
 
     def wrap(self, command: Sequence[str]) -> SandboxedCommand:
         """The argv that runs ``command`` inside the sandbox (it remembers ``command``,
-        so that stop signals reach the agent itself, and the environment it starts
-        with)."""
+        so that stop signals reach the agent itself, the environment it starts
+        with and where each start of the engine keeps its temporary files)."""
         argv = [*self.launcher, "--settings", self.settings_path, "--", *command]
-        return SandboxedCommand(argv, command, dict(self.env))
+        return SandboxedCommand(argv, command, dict(self.env), self.engine_tmp)
 
     def record(self) -> dict[str, object]:
         """The fields of the ``sandbox_started`` audit record."""
@@ -140,7 +143,9 @@ class Sandbox:
         }
 
 
-def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: list[str], what: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
             argv,
@@ -149,6 +154,7 @@ def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
             text=True,
             timeout=PROBE_TIMEOUT_SECONDS,
             check=False,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         raise SandboxUnavailable(
@@ -156,6 +162,17 @@ def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
         ) from None
     except OSError as exc:
         raise SandboxUnavailable(f"{what} cannot be run: {exc.strerror}") from None
+
+
+def _short_tmp() -> str:
+    """Where the engines' private ``TMPDIR`` s go: ``/tmp`` where it can be written,
+    else the proxy's temporary directory. srt binds unix sockets there
+    (``claude-http-<16 hex>.sock``), and a socket's path may be 107 bytes at most: a
+    long ``TMPDIR`` of the proxy's, two levels further down, made srt fail with
+    "Failed to create bridge sockets"."""
+    if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK):
+        return "/tmp"
+    return tempfile.gettempdir()
 
 
 def _last_line(text: str) -> str:
@@ -472,6 +489,12 @@ def prepare_sandbox(
     _check_out_of_reach(named, argv)
     _check_own_files_fixed(config, named, config_file, log_file)
     launcher = (*_launcher(), *argv)
+    # srt names its mux socket after its pid (/tmp/srt-mux-PID-N.sock), and every srt
+    # is pid 1 of its own namespace here: in one TMPDIR a second engine (another proxy,
+    # another --listen connection, this probe) replaced the first's socket, whose agent
+    # then met the other proxy (407, 502). So each start gets a TMPDIR of its own.
+    engine_tmp = tempfile.mkdtemp(prefix="acp-proxy-engine-", dir=_short_tmp())
+    _PRIVATE_DIRS.append(engine_tmp)
     with ThreadPoolExecutor(1) as pool:  # --version runs beside the probe: start-up time
         version_job = pool.submit(_run, [*argv, "--version"], f"{engine} --version")
         settings, data, settings_path, cache_dir = _write_settings(
@@ -485,6 +508,7 @@ def prepare_sandbox(
             probe = _run(
                 [*launcher, "--settings", settings_path, "--", "true"],
                 "the sandbox probe",
+                {**os.environ, "TMPDIR": tempfile.mkdtemp(prefix="", dir=engine_tmp)},
             )
             done = version_job.result()
             if done.returncode != 0:
@@ -526,4 +550,5 @@ def prepare_sandbox(
         workspace_roots(sandbox, cwd=cwd, home=home),
         launcher,
         env,
+        engine_tmp,
     )

@@ -102,6 +102,14 @@ def _in_child() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _command_env(command: Sequence[str]) -> dict[str, str] | None:
+    """The environment ``command`` starts with: a sandboxed one's for this start
+    (:meth:`~acp_proxy.shell.transport.process.SandboxedCommand.launch_env`), else
+    ``None`` (the proxy's)."""
+    launch = getattr(command, "launch_env", None)
+    return launch() if launch is not None else getattr(command, "env", None)
+
+
 def spawn(command: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Forks and execs the agent, leader of a new session, from the calling thread
     (see :func:`_in_child`).
@@ -118,7 +126,7 @@ def spawn(command: Sequence[str], env: dict[str, str] | None = None) -> subproce
     import subprocess
 
     if env is None:
-        env = getattr(command, "env", None)
+        env = _command_env(command)
     return subprocess.Popen(
         list(command),
         stdin=subprocess.PIPE,
@@ -305,7 +313,7 @@ def fork_exec(command: Sequence[str]) -> Spawned:
         OSError: the command cannot be executed, with ``command[0]`` as the file name.
     """
     argv = list(command)
-    env = getattr(command, "env", None)
+    env = _command_env(command)
     executables = _executables(argv[0], env)
     stdin_r, stdin_w = _pipe()
     stdout_r, stdout_w = _pipe()

@@ -31,6 +31,7 @@ from support.srt import srt_engine
 from support.wskit import AcpClient, connect
 
 ESCAPE_AGENT = Path(__file__).resolve().parents[1] / "support" / "peers" / "escape_agent.py"
+PAIR_AGENT = ESCAPE_AGENT.with_name("pair_agent.py")
 TIMEOUT = 120
 #: what an error names a workspace root that is the proxy's working directory
 CWD_WORKSPACE = "(the workspace: the proxy's working directory; [sandbox] workspace sets another)"
@@ -245,6 +246,49 @@ def test_an_allowed_local_endpoint_is_reached_through_the_engine_proxy_only(
     assert attempts["connect_direct"] != "ok"
     assert attempts["read_ssh_key"] != "ok"
     assert server.hits == 1
+
+
+def test_two_sandboxed_proxies_at_once_each_reach_the_endpoint_through_their_own_engine(
+    tmp_path: Path, server: _Server
+) -> None:
+    """Two proxies, each with its agent under srt and the endpoint allowed, at once: each
+    agent's request through its proxy variables reaches it. srt named its mux socket
+    after its pid (pid 1 in every engine's namespace), so in one TMPDIR the second
+    engine replaced the first's, and one agent met the other's proxy (407) or none
+    (502); each engine start now has a TMPDIR of its own."""
+    engine = str(srt_engine())
+    procs = []
+    for name, other in (("a", "b"), ("b", "a")):
+        ws = tmp_path / name
+        ws.mkdir()
+        cfg = ws / "c.toml"
+        cfg.write_text(
+            f'[sandbox]\nenabled = true\nengine_command = "{engine}"\nwritable = []\n'
+            f'allowed_domains = ["127.0.0.1:{server.port}"]\n'
+        )
+        argv = [sys.executable, "-m", "acp_proxy", "--config", str(cfg), "--", sys.executable]
+        argv += [str(PAIR_AGENT), str(server.port), str(ws / "up"), str(tmp_path / other / "up")]
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        procs.append(
+            subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=ws, env=env,
+            )
+        )  # fmt: skip
+    for proc in procs:  # both agents start before either answers (each waits for the other)
+        assert proc.stdin is not None
+        proc.stdin.write(INIT)
+        proc.stdin.flush()
+    answers = []
+    for proc in procs:
+        assert proc.stdout is not None
+        assert select.select([proc.stdout], [], [], TIMEOUT)[0], "no initialize answer"
+        line = proc.stdout.readline()  # the answer: one line (the agent's wait is bounded)
+        _out, err = proc.communicate(timeout=TIMEOUT)  # stdin closed: the proxy ends
+        assert line, err.decode(errors="replace")[-3000:]
+        answers.append(json.loads(line)["result"]["_meta"])
+    assert answers == [{"status": "ok", "together": True}] * 2
+    assert server.hits == 2
 
 
 def test_the_agent_exit_status_comes_through_the_engine(tmp_path: Path) -> None:
@@ -712,23 +756,28 @@ def test_credential_stores_and_other_agents_logins_are_hidden(tmp_path: Path) ->
 def test_the_private_directories_are_removed_when_the_proxy_dies_of_a_signal(
     tmp_path: Path,
 ) -> None:
-    """The engine killed by SIGKILL: the proxy dies of it too, and its private settings
-    and cache directories are removed first."""
+    """The engine killed by SIGKILL: the proxy dies of it too, and its private settings,
+    cache and engine directories are removed first."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     agent = "import sys, time; sys.stderr.write('ready\\n'); sys.stderr.flush(); time.sleep(60)"
+    engines_before = set(Path("/tmp").glob("acp-proxy-engine-*"))
     proxy, _ = _start_sandboxed(tmp_path, agent, env={**os.environ, "TMPDIR": str(tmp)})
     try:
         assert sorted(p.name.rsplit("-", 1)[0] for p in tmp.glob("acp-proxy-*")) == [
             "acp-proxy-cache",
             "acp-proxy-sandbox",
         ]
+        # the engines' TMPDIRs are in /tmp (short paths for srt's sockets)
+        engines = set(Path("/tmp").glob("acp-proxy-engine-*")) - engines_before
+        assert len(engines) == 1
         children = Path(f"/proc/{proxy.pid}/task/{proxy.pid}/children").read_text().split()
         assert len(children) == 1  # the engine's launcher
         os.kill(int(children[0]), 9)
         proxy.communicate(timeout=TIMEOUT)
         assert proxy.returncode == -9
         assert list(tmp.glob("acp-proxy-*")) == []
+        assert not any(e.exists() for e in engines)
     finally:
         if proxy.poll() is None:
             proxy.kill()

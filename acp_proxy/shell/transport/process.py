@@ -295,14 +295,39 @@ class SandboxedCommand(list[str]):
         inner: the agent's own argv.
         env: the environment the engine (and so the agent) starts with; ``None``:
             the proxy's.
+        engine_tmp: the directory under which each start of the engine gets its own
+            ``TMPDIR`` (:meth:`launch_env`), or ``None``.
     """
 
     def __init__(
-        self, argv: Sequence[str], inner: Sequence[str], env: dict[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        inner: Sequence[str],
+        env: dict[str, str] | None = None,
+        engine_tmp: str | None = None,
     ) -> None:
         super().__init__(argv)
         self.inner = list(inner)
         self.env = env
+        self.engine_tmp = engine_tmp
+
+    def launch_env(self) -> dict[str, str] | None:
+        """The environment of one start of the engine: :attr:`env` with ``TMPDIR`` a
+        new directory under :attr:`engine_tmp` (made now; removed with it at exit).
+
+        srt keeps sockets there that it names after its pid, the same in every pid
+        namespace; the agent gets its own ``TMPDIR`` from srt, not this one.
+
+        Raises:
+            OSError: the directory cannot be made.
+        """
+        if self.engine_tmp is None:
+            return self.env
+        import tempfile  # a sandboxed start only
+
+        env = dict(os.environ if self.env is None else self.env)
+        env["TMPDIR"] = tempfile.mkdtemp(prefix="", dir=self.engine_tmp)  # short: sockets
+        return env
 
 
 #: the signals a sandboxed agent gets itself (the others go to the engine's group)
