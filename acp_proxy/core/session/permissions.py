@@ -724,12 +724,11 @@ def _raw_command(raw: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     its argv, or two empty tuples (no command, or not a string nor a list of strings).
     Read by the own files' check only: command rules match ``rawInput`` as ``raw_input``."""
     command = raw.get("command") if isinstance(raw, dict) else None
-    if isinstance(command, str):
-        return command_variants(command), ()
-    if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
-        line = " ".join(command)
-        return _unique((*_argv_variants(command, 0), *command_variants(line))), tuple(command)
-    return (), ()
+    line = _raw_value(command)  # as the raw_input deny rules read it
+    if not line:  # none, or empty: nothing to read
+        return (), ()
+    argv = tuple(command) if isinstance(command, list) else ()
+    return _raw_variants(command, line), argv
 
 
 def _shapes(
