@@ -56,7 +56,7 @@ from acp_proxy.config.sandbox_settings import (
     workspace_roots,
 )
 from acp_proxy.shell.log_levels import NOTICE
-from acp_proxy.shell.transport.process import SandboxedCommand
+from acp_proxy.shell.transport.process import SandboxedCommand, engine_start_env
 
 __all__ = [
     "ENGINE_TOOLS",
@@ -508,7 +508,7 @@ def prepare_sandbox(
             probe = _run(
                 [*launcher, "--settings", settings_path, "--", "true"],
                 "the sandbox probe",
-                {**os.environ, "TMPDIR": tempfile.mkdtemp(prefix="", dir=engine_tmp)},
+                engine_start_env(None, engine_tmp),
             )
             done = version_job.result()
             if done.returncode != 0:

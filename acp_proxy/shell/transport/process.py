@@ -47,6 +47,7 @@ __all__ = [
     "AgentSignalled",
     "SandboxedCommand",
     "describe_exit",
+    "engine_start_env",
     "exit_status",
     "first_started_match",
 ]
@@ -323,11 +324,22 @@ class SandboxedCommand(list[str]):
         """
         if self.engine_tmp is None:
             return self.env
-        import tempfile  # a sandboxed start only
+        return engine_start_env(self.env, self.engine_tmp)
 
-        env = dict(os.environ if self.env is None else self.env)
-        env["TMPDIR"] = tempfile.mkdtemp(prefix="", dir=self.engine_tmp)  # short: sockets
-        return env
+
+def engine_start_env(env: dict[str, str] | None, engine_tmp: str) -> dict[str, str]:
+    """``env`` (``None``: the proxy's) with ``TMPDIR`` a new directory under
+    ``engine_tmp``: the environment of one start of the sandbox engine
+    (:meth:`SandboxedCommand.launch_env`, the start-up probe).
+
+    Raises:
+        OSError: the directory cannot be made.
+    """
+    import tempfile  # a sandboxed start only
+
+    out = dict(os.environ if env is None else env)
+    out["TMPDIR"] = tempfile.mkdtemp(prefix="", dir=engine_tmp)  # short: srt's sockets
+    return out
 
 
 #: the signals a sandboxed agent gets itself (the others go to the engine's group)
