@@ -128,6 +128,15 @@ def _cmdline(pid: int) -> list[bytes]:
         return []
 
 
+def _end(proxy: subprocess.Popen[bytes], marker: str) -> None:
+    """A test's teardown: the proxy killed if it still runs, and every process carrying
+    ``marker`` (the agent's daemons) killed."""
+    if proxy.poll() is None:
+        proxy.kill()
+    for pid in _daemons(marker):
+        os.kill(pid, 9)
+
+
 def _scene(
     tmp_path: Path, port: int, *, sandbox: bool, engine: str, allowed: str = ""
 ) -> dict[str, Any]:
@@ -445,10 +454,7 @@ def test_sigterm_reaches_the_sandboxed_agent_and_nothing_outlives_it(tmp_path: P
             assert b"agent got signal 15" in seen + rest
             assert _daemons(marker) == []
         finally:
-            if proxy.poll() is None:
-                proxy.kill()
-            for pid in _daemons(marker):
-                os.kill(pid, 9)
+            _end(proxy, marker)
 
 
 async def test_listen_confines_the_agent_of_every_connection(
@@ -547,10 +553,7 @@ def test_a_sigkilled_proxy_takes_the_whole_sandbox_with_it(tmp_path: Path) -> No
                 os.close(fd)
         assert _daemons(marker) == []
     finally:
-        if proxy.poll() is None:
-            proxy.kill()
-        for pid in _daemons(marker):
-            os.kill(pid, 9)
+        _end(proxy, marker)
         for pipe in (proxy.stdin, proxy.stdout, proxy.stderr):
             if pipe is not None:
                 pipe.close()
