@@ -140,7 +140,8 @@ def inner_words(words: Sequence[str]) -> list[str]:
             out[whole] = None
             out.update(dict.fromkeys(re.findall(_INNER, whole)))
             out.update(dict.fromkeys(re.findall(_DEFAULT, whole)))
-    return [w for w in out if w not in words]
+    given = set(words)  # a set: a long command's words are not scanned once per part
+    return [w for w in out if w not in given]
 
 
 def _braced(word: str) -> list[str]:
